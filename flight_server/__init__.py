@@ -1,0 +1,1 @@
+"""flight-paimon server: push tables and Paimon tables over Arrow Flight."""

@@ -1,0 +1,237 @@
+"""The Flight adapter: decode the request, call the module that owns it, return a stream.
+
+Every handler runs inside `_call`, which binds table/partition/peer for logging, writes one line
+per finished RPC and converts errors once through `errors.to_flight`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import structlog
+
+from flight_server import actions
+from flight_server.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, to_flight
+from flight_server.push_tables import PushRegistry, PushTable
+from flight_server.tickets import PushTarget, TicketCodec, parse_json_object, parse_push_path
+
+log = structlog.get_logger(__name__)
+
+
+class _Call:
+    """Per-RPC accounting for the one log line written when the call ends."""
+
+    def __init__(self, method: str, context, **fields):
+        self.fields = {"rpc": method, "peer": context.peer() if context else None, **fields}
+        self.rows = 0
+        self.bytes = 0
+        self.start = time.perf_counter()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+        self.bytes += batch.nbytes
+
+    def done(self, error: BaseException | None = None) -> None:
+        fields = dict(self.fields, rows=self.rows, bytes=self.bytes,
+                      duration_ms=round((time.perf_counter() - self.start) * 1000, 2))
+        if error is None:
+            log.info("rpc_done", **fields)
+        else:
+            log.warning("rpc_failed", error=str(error).splitlines()[0][:500], **fields)
+
+
+@contextlib.contextmanager
+def _call(method: str, context, **fields):
+    call = _Call(method, context, **fields)
+    try:
+        yield call
+    except BaseException as e:
+        call.done(e)
+        raise to_flight(e) from e
+    call.done()
+
+
+class FlightPaimonServer(flight.FlightServerBase):
+    """Serves push tables (and, through the same names, Paimon tables) over Arrow Flight."""
+
+    def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
+                 ticket_key: bytes | None = None, **kwargs):
+        super().__init__(location, **kwargs)
+        self.push = PushRegistry()
+        self.tickets = TicketCodec(ticket_key)
+        host = location.rsplit(":", 1)[0]
+        self.uri = f"{host}:{self.port}"
+        self.advertise = advertise or [self.uri]
+
+    # -- discovery -----------------------------------------------------------------------
+
+    def list_flights(self, context, criteria):
+        with _call("list_flights", context):
+            infos = [self._push_info(t, None) for t in self.push.tables()]
+        yield from infos
+
+    def get_flight_info(self, context, descriptor):
+        with _call("get_flight_info", context) as call:
+            if descriptor.descriptor_type == flight.DescriptorType.PATH:
+                target = parse_push_path(descriptor.path)
+                call.fields.update(table=target.name, partition=target.partition)
+                return self._push_info(self.push.get(target.name), target.partition)
+            cmd = parse_json_object(descriptor.command, "descriptor command")
+            if "push" in cmd:
+                call.fields.update(table=cmd["push"], partition=cmd.get("partition"))
+                return self._push_range_info(cmd)
+            raise InvalidRequest(
+                "The descriptor command names no table; send {\"table\": \"db.t\", ...} for a "
+                "Paimon read or {\"push\": NAME, \"partition\": P, \"start\": S, \"end\": E} for a replay."
+            )
+
+    def _ticket(self, table: PushTable, payload: dict) -> bytes:
+        return self.tickets.encode({"push": table.name, "uid": table.uid, **payload})
+
+    def _endpoint(self, ticket: bytes) -> flight.FlightEndpoint:
+        return flight.FlightEndpoint(ticket, self.advertise)
+
+    def _push_info(self, table: PushTable, partition: int | None) -> flight.FlightInfo:
+        if partition is not None:
+            table.partition(partition)  # raises NotFound for a partition it lacks
+        parts = range(len(table.partitions)) if partition is None else [partition]
+        endpoints = [self._endpoint(self._ticket(table, {"p": p, "k": "drain"})) for p in parts]
+        path = ["push", table.name] + ([] if partition is None else [str(partition)])
+        return flight.FlightInfo(table.schema, flight.FlightDescriptor.for_path(*path), endpoints, -1, -1)
+
+    def _push_range_info(self, cmd: dict) -> flight.FlightInfo:
+        table = self.push.get(cmd["push"])
+        p, start, end = (cmd.get(k) for k in ("partition", "start", "end"))
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, start, end)):
+            raise InvalidRequest(
+                f"A replay of push table {table.name!r} needs integer 'partition', 'start' and 'end' "
+                f"(>= 0), got partition={p!r} start={start!r} end={end!r}."
+            )
+        if end < start:
+            raise InvalidRequest(f"Replay range [{start}, {end}) of push table {table.name!r} partition {p} is empty-reversed; need start <= end.")
+        table.partition(p)
+        ticket = self._ticket(table, {"p": p, "k": "range", "s": start, "e": end})
+        desc = flight.FlightDescriptor.for_command(json.dumps(cmd))
+        return flight.FlightInfo(table.schema, desc, [self._endpoint(ticket)], -1, -1)
+
+    # -- data ----------------------------------------------------------------------------
+
+    def do_put(self, context, descriptor, reader, writer):
+        with _call("do_put", context) as call:
+            target = parse_push_path(descriptor.path or [b""])
+            call.fields.update(table=target.name, partition=target.partition)
+            table = self.push.get(target.name)
+            p = self._put_partition(table, target)
+            call.fields["partition"] = p
+            part = table.partition(p)
+            table.check_schema(reader.schema, p)
+            part.check_writable()
+            try:
+                self._pump(reader, writer, part, context, call)
+            except FlightPaimonError:
+                raise  # the log has already recorded its own state change
+            except BaseException as e:
+                part.fail(f"the producer's stream broke: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+                raise
+
+    @staticmethod
+    def _put_partition(table: PushTable, target: PushTarget) -> int:
+        if target.partition is not None:
+            return target.partition
+        if len(table.partitions) != 1:
+            raise InvalidRequest(
+                f"Push table {table.name!r} has {len(table.partitions)} partitions; do_put to "
+                f"['push', {table.name!r}, 'P'] naming one."
+            )
+        return 0
+
+    @staticmethod
+    def _pump(reader, writer, part, context, call: _Call) -> None:
+        while True:
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                break
+            if chunk.app_metadata is not None and chunk.data is None:
+                error = _in_band_error(chunk.app_metadata)
+                if error is not None:
+                    part.fail(f"the producer failed: {error}")
+                    call.fields["producer_error"] = error
+                    return
+            if chunk.data is not None:
+                seq = part.append(chunk.data, context.is_cancelled)
+                call.add(chunk.data)
+                writer.write(pa.py_buffer(b'{"seq": %d}' % seq))
+        if context.is_cancelled():
+            part.fail("the producer's stream broke (killed, timed out or cancelled) before it ended cleanly")
+            raise Cancelled(f"The producer's stream to {part.label} was cancelled; the partition failed.")
+        call.fields["eof"] = part.writer_done()
+
+    def do_get(self, context, ticket):
+        with _call("do_get", context) as call:
+            payload = self.tickets.decode(ticket.ticket)
+            call.fields.update(table=payload.get("push"), partition=payload.get("p"))
+            table = self.push.get(payload["push"])
+            if table.uid != payload.get("uid"):
+                raise NotFound(
+                    f"The ticket is for an earlier push table {table.name!r} that was dropped; "
+                    "get a fresh ticket from get_flight_info."
+                )
+            part = table.partition(payload["p"])
+            if payload["k"] == "drain":
+                batches = part.drain(context.is_cancelled)
+            else:
+                batches = part.read_range(payload["s"], payload["e"], context.is_cancelled)
+        return flight.GeneratorStream(table.schema, self._stream(batches, _Call("do_get", context, **call.fields)))
+
+    @staticmethod
+    def _stream(batches: Iterator[pa.RecordBatch], call: _Call):
+        try:
+            for batch in batches:
+                call.add(batch)
+                yield batch
+        except GeneratorExit:
+            call.done(Cancelled("the client went away"))
+            raise
+        except BaseException as e:
+            call.done(e)
+            raise to_flight(e) from e
+        finally:
+            batches.close()
+        call.done()
+
+    # -- actions -------------------------------------------------------------------------
+
+    def list_actions(self, context):
+        return [(name, text) for name, text in actions.DESCRIPTIONS.items()]
+
+    def do_action(self, context, action):
+        with _call("do_action", context, action=action.type):
+            handler = actions.HANDLERS.get(action.type)
+            if handler is None:
+                raise InvalidRequest(
+                    f"Unknown action {action.type!r}; list_actions names them: {', '.join(actions.HANDLERS)}."
+                )
+            body = parse_json_object(action.body.to_pybytes() if action.body else b"", f"body of action {action.type!r}")
+            result = handler(self.push, body)
+        return [json.dumps(result).encode()]
+
+    def close_streams(self, reason: str = "the server is shutting down") -> None:
+        """Fail every open partition so blocked producers and readers end with an error."""
+        self.push.shutdown(reason)
+
+
+def _in_band_error(metadata: pa.Buffer) -> str | None:
+    """The cause from an in-band `{"error": ...}` message; other app_metadata is the producer's own."""
+    try:
+        value = json.loads(metadata.to_pybytes())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if isinstance(value, dict) and "error" in value:
+        return str(value["error"])
+    return None

@@ -1,0 +1,82 @@
+"""A small client for flight-paimon: actions, push sinks and readers over one FlightClient."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_server.schemas import encode_schema
+from producers.sink import TableSink
+
+
+class Client:
+    """Talks to one flight-paimon server. Every unary call carries `timeout` seconds."""
+
+    def __init__(self, uri: str = "grpc://127.0.0.1:8815", timeout: float = 30.0):
+        self.uri = uri
+        self.timeout = timeout
+        self.flight = flight.FlightClient(uri)
+
+    def options(self, timeout: float | None = -1.0) -> flight.FlightCallOptions:
+        return flight.FlightCallOptions(timeout=self.timeout if timeout == -1.0 else timeout)
+
+    def action(self, name: str, body: dict | None = None) -> dict:
+        results = list(self.flight.do_action(
+            flight.Action(name, json.dumps(body or {}).encode()), options=self.options()))
+        return json.loads(results[0].body.to_pybytes()) if results else {}
+
+    # -- push tables ---------------------------------------------------------------------
+
+    def register(self, name: str, schema: pa.Schema, capacity: int = 16, partitions: int = 1,
+                 writers: int = 1) -> dict:
+        return self.action("register", {"name": name, "schema": encode_schema(schema), "capacity": capacity,
+                                        "partitions": partitions, "writers": writers})
+
+    def register_streaming_table(self, name: str, schema: pa.Schema, capacity: int = 16,
+                                 partitions: int = 1, writers: int = 1, partition: int = 0,
+                                 call_timeout: float | None = None) -> TableSink:
+        """Register a push table and return a sink into `partition` (more via `sink`)."""
+        self.register(name, schema, capacity, partitions, writers)
+        return TableSink(self, name, partition, schema, call_timeout)
+
+    def sink(self, name: str, partition: int = 0, call_timeout: float | None = None) -> TableSink:
+        """Attach a sink to a partition of an already registered push table."""
+        return TableSink(self, name, partition, self.info(name).schema, call_timeout)
+
+    def fail(self, name: str, message: str, partition: int | None = None) -> None:
+        body = {"name": name, "message": message}
+        if partition is not None:
+            body["partition"] = partition
+        self.action("fail", body)
+
+    def drop(self, name: str) -> None:
+        self.action("drop", {"name": name})
+
+    def commit(self, name: str, offsets: dict[int, int]) -> None:
+        self.action("commit", {"name": name, "offsets": {str(p): s for p, s in offsets.items()}})
+
+    def stats(self, name: str | None = None) -> dict:
+        return self.action("stats", {} if name is None else {"name": name})
+
+    # -- reading -------------------------------------------------------------------------
+
+    def info(self, name: str, partition: int | None = None) -> flight.FlightInfo:
+        path = ["push", name] + ([] if partition is None else [str(partition)])
+        return self.flight.get_flight_info(flight.FlightDescriptor.for_path(*path), options=self.options())
+
+    def replay_info(self, name: str, partition: int, start: int, end: int) -> flight.FlightInfo:
+        cmd = {"push": name, "partition": partition, "start": start, "end": end}
+        return self.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
+                                           options=self.options())
+
+    def read_endpoint(self, endpoint: flight.FlightEndpoint, timeout: float | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream one endpoint's batches; `timeout` bounds the whole call (None: unbounded)."""
+        reader = self.flight.do_get(endpoint.ticket, options=self.options(timeout))
+        for chunk in reader:
+            yield chunk.data
+
+    def close(self) -> None:
+        self.flight.close()

@@ -1,0 +1,169 @@
+"""TableSink: push record batches into one push-table partition over a Flight do_put stream.
+
+One sender thread owns the gRPC write side (it is the one that blocks under backpressure) and
+one thread reads the server's `{"seq": N}` acks. Between the caller and the sender sits a
+one-slot queue: `write` waits for the slot, `try_write` gives up after its timeout with the
+batch not taken, so a False never means "half sent".
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import structlog
+
+log = structlog.get_logger(__name__)
+
+_CLOSE = object()
+_FAIL_WAIT_S = 1.0  # how long an in-band failure may wait behind a blocked write
+
+
+class SinkError(RuntimeError):
+    """The push stream ended with an error (the server refused it, or the table failed)."""
+
+
+class TableSink:
+    """A producer's end of one push-table partition; use as a context manager.
+
+    Inside `with sink:` any exception fails the partition in-band (the reader gets the cause),
+    and a clean exit closes it (the reader gets EOF once every writer has closed).
+    """
+
+    def __init__(self, client, name: str, partition: int, schema: pa.Schema,
+                 call_timeout: float | None = None):
+        self.name, self.partition, self.schema = name, partition, schema
+        self._client = client
+        self.label = f"push table {name!r} partition {partition}"
+        options = flight.FlightCallOptions(timeout=call_timeout)
+        descriptor = flight.FlightDescriptor.for_path("push", name, str(partition))
+        self._writer, self._acks = client.flight.do_put(descriptor, schema, options=options)
+        self._slot: queue.Queue = queue.Queue(maxsize=1)
+        self._error: BaseException | None = None
+        self._closed = False
+        self._failed = False
+        self.acked = -1  # highest sequence number the server accepted
+        self.sent = 0
+        self._sender = threading.Thread(target=self._send_loop, name=f"sink-send-{name}-{partition}", daemon=True)
+        self._acker = threading.Thread(target=self._ack_loop, name=f"sink-ack-{name}-{partition}", daemon=True)
+        self._sender.start()
+        self._acker.start()
+
+    # -- the caller's side ---------------------------------------------------------------
+
+    def write(self, data: pa.RecordBatch | pa.Table) -> None:
+        """Send a batch (or each batch of a table), waiting while the partition is full."""
+        for batch in self._batches(data):
+            self._put(batch, None)
+
+    def try_write(self, batch: pa.RecordBatch, timeout: float = 0.0) -> bool:
+        """Send `batch` if the sink takes it within `timeout` seconds; False leaves it unsent."""
+        if not isinstance(batch, pa.RecordBatch):
+            raise TypeError("try_write takes one pyarrow.RecordBatch; use write() for tables.")
+        self._batches(batch)
+        return self._put(batch, timeout)
+
+    def close(self) -> None:
+        """End the stream cleanly (idempotent); raises if the server refused anything sent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._put(_CLOSE, None, check=False)
+        self._sender.join()
+        # The acks end when the server has appended the last batch (it may still be waiting
+        # for room) or has failed the stream; the call's own deadline bounds this wait.
+        self._acker.join()
+        try:
+            self._writer.close()
+        except flight.FlightError as e:
+            self._error = self._error or e
+        if self._error is not None:
+            raise SinkError(f"The push stream to {self.label} failed: {self._error}") from self._error
+
+    def fail(self, cause: BaseException | str) -> None:
+        """End the partition with an error its reader receives; returns promptly even when full."""
+        if self._closed:
+            return
+        self._closed = self._failed = True
+        message = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        queued = self._put(("fail", message), _FAIL_WAIT_S, check=False)
+        self._sender.join(_FAIL_WAIT_S if queued else 0)
+        if self._sender.is_alive():
+            # The sender is stuck behind backpressure: the in-band message cannot pass it, so fail
+            # the partition out of band; the server then ends the blocked stream.
+            self._client.fail(self.name, message, partition=self.partition)
+            self._sender.join(5)
+        try:
+            self._writer.close()
+        except flight.FlightError as e:
+            log.debug("sink_closed_after_fail", sink=self.label, error=str(e).splitlines()[0])
+
+    def __enter__(self) -> TableSink:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is not None:
+            self.fail(exc)
+        else:
+            self.close()
+        return False
+
+    def _batches(self, data) -> list[pa.RecordBatch]:
+        batches = data.to_batches() if isinstance(data, pa.Table) else [data]
+        for b in batches:
+            if not b.schema.equals(self.schema, check_metadata=False):
+                raise ValueError(
+                    f"Batch schema does not match {self.label}: got {b.schema}, expected {self.schema}."
+                )
+        return batches
+
+    def _put(self, item, timeout: float | None, check: bool = True) -> bool:
+        waited = 0.0
+        while True:
+            if check:
+                self._raise_if_broken()
+            try:
+                self._slot.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                waited += 0.05
+                if timeout is not None and waited >= timeout:
+                    return False
+                if not self._sender.is_alive():
+                    self._raise_if_broken()
+                    raise SinkError(f"The push stream to {self.label} is closed.")
+
+    def _raise_if_broken(self) -> None:
+        if self._error is not None:
+            raise SinkError(f"The push stream to {self.label} failed: {self._error}") from self._error
+        if self._closed:
+            raise SinkError(f"The sink for {self.label} is closed; open a new one to write more.")
+
+    # -- the threads ---------------------------------------------------------------------
+
+    def _send_loop(self) -> None:
+        try:
+            while True:
+                item = self._slot.get()
+                if item is _CLOSE:
+                    self._writer.done_writing()
+                    return
+                if isinstance(item, tuple):
+                    self._writer.write_metadata(json.dumps({"error": item[1]}).encode())
+                    self._writer.done_writing()
+                    return
+                self._writer.write_batch(item)
+                self.sent += 1
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by _raise_if_broken
+            self._error = self._error or e
+
+    def _ack_loop(self) -> None:
+        try:
+            while (buf := self._acks.read()) is not None:
+                self.acked = json.loads(buf.to_pybytes())["seq"]
+        except BaseException as e:  # noqa: BLE001 - the same error reaches close()/write()
+            if not self._failed:
+                self._error = self._error or e

@@ -1,0 +1,1 @@
+"""PySpark Python Data Source "flight-paimon" (issue 4; not built yet)."""
