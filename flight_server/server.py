@@ -60,8 +60,9 @@ class FlightPaimonServer(flight.FlightServerBase):
     """Serves push tables (and, through the same names, Paimon tables) over Arrow Flight."""
 
     def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
-                 ticket_key: bytes | None = None, **kwargs):
+                 ticket_key: bytes | None = None, warehouse: str | None = None, **kwargs):
         super().__init__(location, **kwargs)
+        self.warehouse = warehouse
         self.push = PushRegistry()
         self.tickets = TicketCodec(ticket_key)
         host = location.rsplit(":", 1)[0]

@@ -1,0 +1,207 @@
+"""flight_cli: serve | register | tail | list | stats."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import structlog
+
+from flight_server import logging as fp_logging
+
+DEFAULT_URI = "grpc://127.0.0.1:8815"
+SHUTDOWN_WAIT_S = 5.0
+
+log = structlog.get_logger("flight_cli")
+
+
+def cmd_serve(args) -> int:
+    from flight_server.server import FlightPaimonServer
+
+    # Block the signals before gRPC starts its threads: they inherit the mask and the main
+    # thread collects the signal with sigwait (a Python handler may never run, see FACTS.md).
+    signals = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    os.makedirs(args.warehouse, exist_ok=True)
+    key = os.environ.get("FLIGHT_PAIMON_TICKET_KEY", "").encode() or None
+    server = FlightPaimonServer(f"grpc://{args.host}:{args.port}", advertise=args.advertise,
+                                ticket_key=key, warehouse=args.warehouse)
+    thread = threading.Thread(target=server.serve, name="flight-serve", daemon=True)
+    thread.start()
+    print(f"flight-paimon serving {server.uri} (warehouse {os.path.abspath(args.warehouse)})", flush=True)
+    log.info("serving", uri=server.uri, advertise=server.advertise, warehouse=args.warehouse)
+    sig = signal.sigwait(signals)
+    log.info("shutting_down", signal=signal.Signals(sig).name)
+    server.close_streams("the server is shutting down")
+    stopper = threading.Thread(target=server.shutdown, name="flight-shutdown", daemon=True)
+    stopper.start()
+    stopper.join(SHUTDOWN_WAIT_S)
+    if stopper.is_alive():
+        log.warning("shutdown_timed_out", waited_s=SHUTDOWN_WAIT_S)
+    return 0
+
+
+def _client(args):
+    from producers.client import Client
+
+    return Client(args.uri, timeout=args.timeout)
+
+
+def cmd_register(args) -> int:
+    from flight_server.schemas import parse_spec
+
+    result = _client(args).register(args.name, parse_spec(args.schema), capacity=args.capacity,
+                                    partitions=args.partitions, writers=args.writers)
+    print(json.dumps(result))
+    return 0
+
+
+def cmd_list(args) -> int:
+    client = _client(args)
+    for info in client.flight.list_flights(options=client.options()):
+        path = "/".join(p.decode() for p in info.descriptor.path) if info.descriptor.path else "?"
+        cols = ", ".join(f"{f.name}:{f.type}" for f in info.schema)
+        print(f"{path}\tendpoints={len(info.endpoints)}\t{cols}")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    print(json.dumps(_client(args).stats(args.name), indent=2))
+    return 0
+
+
+class _Printer:
+    """Prints rows as they arrive and a live rate on stderr."""
+
+    def __init__(self, fmt: str, limit: int | None):
+        self.fmt, self.limit = fmt, limit
+        self.rows = 0
+        self.start = self.last_rate = time.monotonic()
+        self.header_done = False
+
+    def batch(self, batch: pa.RecordBatch) -> bool:
+        """Print `batch`; return False once the limit is reached."""
+        rows = batch.to_pylist()
+        if self.limit is not None:
+            rows = rows[: self.limit - self.rows]
+        if self.fmt == "jsonl":
+            out = "\n".join(json.dumps(r, default=str) for r in rows)
+        else:
+            lines = [] if self.header_done else [" | ".join(batch.schema.names)]
+            self.header_done = True
+            lines += [" | ".join("NULL" if v is None else str(v) for v in r.values()) for r in rows]
+            out = "\n".join(lines)
+        if out:
+            print(out, flush=True)
+        self.rows += len(rows)
+        now = time.monotonic()
+        if now - self.last_rate >= 1.0:
+            self.last_rate = now
+            print(f"\r{self.rows} rows, {self.rows / (now - self.start):,.0f} rows/s", end="",
+                  file=sys.stderr, flush=True)
+        return self.limit is None or self.rows < self.limit
+
+
+def cmd_tail(args) -> int:
+    client = _client(args)
+    if args.target.startswith("push:"):
+        info = client.info(args.target[len("push:"):])
+    else:
+        raise SystemExit(f"flight_cli tail: target {args.target!r} is not push:NAME.")
+    printer = _Printer(args.format, args.limit)
+    results: queue.Queue = queue.Queue(maxsize=8)
+    done = object()
+
+    def pull(endpoint):
+        try:
+            for batch in client.read_endpoint(endpoint):
+                results.put(batch)
+        except flight.FlightError as e:
+            results.put(e)
+        finally:
+            results.put(done)
+
+    for ep in info.endpoints:
+        threading.Thread(target=pull, args=(ep,), daemon=True, name="tail-pull").start()
+    open_streams, status = len(info.endpoints), 0
+    try:
+        while open_streams:
+            item = results.get()
+            if item is done:
+                open_streams -= 1
+            elif isinstance(item, BaseException):
+                print(f"\nflight_cli tail: {str(item).splitlines()[0]}", file=sys.stderr)
+                status = 1
+            elif not printer.batch(item):
+                break
+    except KeyboardInterrupt:
+        status = 130
+    elapsed = time.monotonic() - printer.start
+    print(f"\n{printer.rows} rows in {elapsed:.2f}s", file=sys.stderr)
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flight_cli", description="flight-paimon: push tables and Paimon tables over Arrow Flight")
+    parser.add_argument("--log-level", default="info")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the server")
+    p.add_argument("--warehouse", default="./warehouse")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8815, help="0 picks a free port")
+    p.add_argument("--advertise", action="append", help="URI put in FlightInfo endpoints (repeatable)")
+    p.set_defaults(func=cmd_serve)
+
+    def client_args(p):
+        p.add_argument("--uri", default=os.environ.get("FLIGHT_PAIMON_URI", DEFAULT_URI))
+        p.add_argument("--timeout", type=float, default=30.0, help="seconds per unary call")
+
+    p = sub.add_parser("register", help="register a push table")
+    p.add_argument("name")
+    p.add_argument("--schema", required=True, help='e.g. "id:int64,name:string,ts:timestamp[us]"')
+    p.add_argument("--capacity", type=int, default=16)
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--writers", type=int, default=1)
+    client_args(p)
+    p.set_defaults(func=cmd_register)
+
+    p = sub.add_parser("tail", help="print rows of push:NAME as they arrive")
+    p.add_argument("target", help="push:NAME")
+    p.add_argument("--format", choices=["table", "jsonl"], default="table")
+    p.add_argument("--limit", type=int)
+    client_args(p)
+    p.set_defaults(func=cmd_tail)
+
+    for name, func, text in (("list", cmd_list, "list tables"), ("stats", cmd_stats, "per-table statistics")):
+        p = sub.add_parser(name, help=text)
+        if name == "stats":
+            p.add_argument("name", nargs="?")
+        client_args(p)
+        p.set_defaults(func=func)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    fp_logging.configure(args.log_level)
+    try:
+        return args.func(args)
+    except flight.FlightError as e:
+        print(f"flight_cli {args.command}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except (KeyError, ValueError, pa.ArrowException) as e:
+        print(f"flight_cli {args.command}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Example producers: run them with `python -m producers.examples.NAME --help`."""

@@ -1,0 +1,60 @@
+"""Push numbered rows (id, name, ts) into a push-table partition at a chosen pace.
+
+    python -m producers.examples.counter orders --batches 100 --rows 1000 --rate 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import pyarrow as pa
+
+from producers import Client
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us"))])
+
+
+def make_batch(first_id: int, rows: int) -> pa.RecordBatch:
+    ids = pa.array(range(first_id, first_id + rows), pa.int64())
+    now_us = time.time_ns() // 1000
+    return pa.record_batch(
+        [ids, pa.array([f"row-{i}" for i in range(first_id, first_id + rows)]),
+         pa.array([now_us] * rows, pa.timestamp("us"))],
+        schema=SCHEMA,
+    )
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("table")
+    p.add_argument("--uri", default="grpc://127.0.0.1:8815")
+    p.add_argument("--partition", type=int, default=0)
+    p.add_argument("--register", action="store_true", help="register the table first (capacity 16)")
+    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--rows", type=int, default=5)
+    p.add_argument("--rate", type=float, default=0, help="batches per second (0: as fast as possible)")
+    p.add_argument("--raise-after", type=int, help="raise inside the sink after this many batches")
+    p.add_argument("--timeout", type=float, help="deadline of the whole do_put call, seconds")
+    args = p.parse_args(argv)
+
+    client = Client(args.uri)
+    if args.register:
+        client.register(args.table, SCHEMA)
+    sink = client.sink(args.table, args.partition, call_timeout=args.timeout)
+    start = time.monotonic()
+    with sink:
+        for i in range(args.batches):
+            if args.raise_after is not None and i == args.raise_after:
+                raise RuntimeError(f"counter producer gave up after {i} batches")
+            sink.write(make_batch(i * args.rows, args.rows))
+            print(f"sent {i}", flush=True)
+            if args.rate:
+                time.sleep(max(0.0, start + (i + 1) / args.rate - time.monotonic()))
+    print(f"done {args.batches} batches, last seq {sink.acked}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Stream a CSV file into a push table, batch by batch, without loading it whole.
+
+    python -m producers.examples.csv_file trips data.csv --register --block-size 1048576
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pyarrow.csv as pcsv
+
+from producers import Client
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("table")
+    p.add_argument("path")
+    p.add_argument("--uri", default="grpc://127.0.0.1:8815")
+    p.add_argument("--partition", type=int, default=0)
+    p.add_argument("--register", action="store_true", help="register the table with the file's schema")
+    p.add_argument("--block-size", type=int, default=1 << 20, help="bytes of CSV per batch")
+    args = p.parse_args(argv)
+
+    reader = pcsv.open_csv(args.path, read_options=pcsv.ReadOptions(block_size=args.block_size))
+    client = Client(args.uri)
+    if args.register:
+        client.register(args.table, reader.schema)
+    rows = 0
+    with client.sink(args.table, args.partition) as sink:
+        for batch in reader:
+            sink.write(batch)
+            rows += batch.num_rows
+    print(f"pushed {rows} rows from {args.path} into {args.table!r} partition {args.partition}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
