@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from flight_server.errors import InvalidRequest, NotFound, WrongState
 from flight_server.push_log import PartitionLog
-from flight_server.schemas import schema_difference
+from flight_server.schemas import describe, schema_difference
 
 MAX_PARTITIONS = 1024
 MAX_CAPACITY = 1 << 20
@@ -40,7 +40,7 @@ class PushTable:
         if diff:
             raise InvalidRequest(
                 f"Schema refused for push table {self.name!r} partition {partition}: {diff}. "
-                f"Send batches with the registered schema: {self.schema.to_string(show_schema_metadata=False)}"
+                f"Send batches with the registered schema: {describe(self.schema)}."
             )
 
 
@@ -125,7 +125,7 @@ class PushRegistry:
         tables = [self.get(name)] if name is not None else self.tables()
         return {
             t.name: {
-                "schema": t.schema.to_string(show_schema_metadata=False),
+                "schema": describe(t.schema),
                 "capacity": t.capacity,
                 "partitions": {str(i): asdict(log.stats()) for i, log in enumerate(t.partitions)},
             }

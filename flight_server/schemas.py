@@ -65,6 +65,11 @@ def decode_schema(text: str, what: str) -> pa.Schema:
         ) from e
 
 
+def describe(schema: pa.Schema) -> str:
+    """One line: `id: int64 not null, name: string`."""
+    return ", ".join(f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in schema)
+
+
 def schema_difference(expected: pa.Schema, actual: pa.Schema) -> str | None:
     """None when the schemas match in names, types and nullability (metadata ignored); else what differs."""
     if expected.equals(actual, check_metadata=False):

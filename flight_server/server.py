@@ -52,7 +52,9 @@ def _call(method: str, context, **fields):
         yield call
     except BaseException as e:
         call.done(e)
-        raise to_flight(e) from e
+        # pyarrow appends the Python traceback chain to KeyError/ArrowInvalid messages on the
+        # wire; without the chain the client reads our sentence, and the log has the rest.
+        raise to_flight(e) from None
     call.done()
 
 
@@ -201,7 +203,7 @@ class FlightPaimonServer(flight.FlightServerBase):
             raise
         except BaseException as e:
             call.done(e)
-            raise to_flight(e) from e
+            raise to_flight(e) from None
         finally:
             batches.close()
         call.done()

@@ -1,0 +1,176 @@
+"""The bounded offset-indexed log, the ticket codec and the schema checks, without a server."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flight_server.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
+from flight_server.push_log import PartitionLog
+from flight_server.schemas import parse_spec, schema_difference
+from flight_server.tickets import TicketCodec
+
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+def batch(i: int) -> pa.RecordBatch:
+    return pa.record_batch([pa.array([i], pa.int64())], schema=SCHEMA)
+
+
+def ids(batches) -> list[int]:
+    return [b.column(0)[0].as_py() for b in batches]
+
+
+def test_full_partition_blocks_append_until_commit():
+    log = PartitionLog("t p0", capacity=2)
+    assert [log.append(batch(i)) for i in range(2)] == [0, 1]
+    appended = threading.Event()
+    t = threading.Thread(target=lambda: (log.append(batch(2)), appended.set()), daemon=True)
+    t.start()
+    assert not appended.wait(0.3), "append past capacity must wait"
+    log.commit(1)
+    assert appended.wait(5), "commit must free room for the blocked append"
+    assert log.stats().queued_batches == 2
+
+
+def test_drain_yields_in_order_commits_and_ends_at_eof():
+    log = PartitionLog("t p0", capacity=4)
+    for i in range(3):
+        log.append(batch(i))
+    log.writer_done()
+    assert ids(log.drain()) == [0, 1, 2]
+    s = log.stats()
+    assert (s.state, s.committed, s.queued_batches, s.rows_out) == ("eof", 3, 0, 3)
+
+
+def test_second_drain_is_refused_as_already_consumed():
+    log = PartitionLog("t p0", capacity=4)
+    log.writer_done()
+    assert list(log.drain()) == []
+    with pytest.raises(WrongState, match="already consumed"):
+        log.drain()
+
+
+def test_fail_delivers_earlier_batches_then_the_cause():
+    log = PartitionLog("t p0", capacity=4)
+    log.append(batch(0))
+    log.append(batch(1))
+    log.fail("disk on fire")
+    got = []
+    with pytest.raises(PartitionFailed, match="disk on fire"):
+        for b in log.drain():
+            got.append(b)
+    assert ids(got) == [0, 1]
+
+
+def test_closed_generator_fails_partition_as_consumer_cancelled():
+    log = PartitionLog("t p0", capacity=1)
+    log.append(batch(0))
+    reader = log.drain()
+    next(reader)
+    reader.close()
+    with pytest.raises(Cancelled, match="consumer cancelled"):
+        log.append(batch(1))
+
+
+def test_blocked_append_fails_when_its_producer_is_cancelled():
+    log = PartitionLog("t p0", capacity=1)
+    log.append(batch(0))
+    with pytest.raises(Cancelled):
+        log.append(batch(1), cancelled=lambda: True)
+    assert log.stats().state == "failed"
+
+
+def test_range_replays_until_committed_past_it():
+    log = PartitionLog("t p0", capacity=8)
+    for i in range(5):
+        log.append(batch(i))
+    assert ids(log.read_range(1, 4)) == [1, 2, 3]
+    assert ids(log.read_range(1, 4)) == [1, 2, 3]
+    log.commit(2)
+    with pytest.raises(WrongState, match="already committed"):
+        list(log.read_range(1, 4))
+    assert ids(log.read_range(2, 5)) == [2, 3, 4]
+
+
+def test_range_waits_for_late_batches_and_refuses_beyond_eof():
+    log = PartitionLog("t p0", capacity=8)
+    log.append(batch(0))
+    reader = log.read_range(0, 2)
+    assert ids([next(reader)]) == [0]
+    threading.Timer(0.1, lambda: log.append(batch(1))).start()
+    assert ids([next(reader)]) == [1]
+    log.writer_done()
+    with pytest.raises(InvalidRequest, match="ended at 2"):
+        list(log.read_range(0, 3))
+
+
+def test_commit_beyond_appended_is_refused():
+    log = PartitionLog("t p0", capacity=8)
+    log.append(batch(0))
+    with pytest.raises(InvalidRequest, match="only 1 batches"):
+        log.commit(2)
+
+
+def test_partition_with_k_writers_ends_after_k_clean_closes():
+    log = PartitionLog("t p0", capacity=8, writers=3)
+    assert [log.writer_done() for _ in range(3)] == [False, False, True]
+    with pytest.raises(WrongState, match="closed"):
+        log.check_writable()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=10), st.one_of(st.integers(), st.text(max_size=20)), max_size=5))
+def test_ticket_roundtrips(payload):
+    codec = TicketCodec(b"k" * 32)
+    assert codec.decode(codec.encode(payload)) == payload
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=200), st.integers(min_value=0))
+def test_altered_or_foreign_ticket_is_refused(garbage, position):
+    codec = TicketCodec(b"k" * 32)
+    ticket = bytearray(codec.encode({"push": "t", "p": 0}))
+    i = position % len(ticket)
+    ticket[i] ^= 0x5A
+    for bad in (bytes(ticket), garbage, TicketCodec(b"x" * 32).encode({"push": "t", "p": 0})):
+        with pytest.raises(InvalidRequest):
+            codec.decode(bad)
+
+
+_types = st.sampled_from([pa.int32(), pa.int64(), pa.string(), pa.float64(), pa.timestamp("us"), pa.list_(pa.int64())])
+_fields = st.lists(st.tuples(st.text(min_size=1, max_size=5), _types, st.booleans()), min_size=1, max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_fields, _fields)
+def test_schema_difference_is_none_exactly_when_schemas_match(a, b):
+    sa = pa.schema([pa.field(n, t, nullable=nl) for n, t, nl in a], metadata={"x": "1"})
+    sb = pa.schema([pa.field(n, t, nullable=nl) for n, t, nl in b])
+    diff = schema_difference(sa, sb)
+    assert (diff is None) == sa.equals(sb, check_metadata=False)
+
+
+@pytest.mark.parametrize("changed, words", [
+    (pa.schema([("ident", pa.int64()), ("name", pa.string())]), "named 'ident'"),
+    (pa.schema([("id", pa.int32()), ("name", pa.string())]), "type int32"),
+    (pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())]), "not null"),
+    (pa.schema([("id", pa.int64())]), "missing column 'name'"),
+])
+def test_schema_difference_names_what_differs(changed, words):
+    base = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    assert words in schema_difference(base, changed)
+
+
+def test_parse_spec_reads_the_cli_schema_syntax():
+    s = parse_spec("id:int64!,name:string,ts:timestamp[us],amount:decimal(10,2),tags:list<string>")
+    assert s == pa.schema([
+        pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("ts", pa.timestamp("us")),
+        ("amount", pa.decimal128(10, 2)), ("tags", pa.list_(pa.string())),
+    ])
+    with pytest.raises(InvalidRequest, match="Unknown column type 'int65'"):
+        parse_spec("id:int65")
