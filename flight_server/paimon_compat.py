@@ -1,0 +1,92 @@
+"""Every pypaimon call outside its documented API, in one place, so an upgrade touches one module.
+
+Written against pypaimon 2.1.0. The public API has no snapshot-id range read and no way to
+plan one snapshot's delta, and its streaming scan owns an event loop and prefetch thread we
+cannot stop; the follow-up planner of `AsyncStreamingTableScan` is what we borrow instead.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pypaimon import CatalogFactory
+from pypaimon.catalog.catalog_exception import DatabaseNotExistException, TableNotExistException
+from pypaimon.consumer.consumer import Consumer
+
+NOT_FOUND_ERRORS = (TableNotExistException, DatabaseNotExistException)
+
+
+def create_catalog(warehouse: str):
+    return CatalogFactory.create({"warehouse": warehouse})
+
+
+def list_tables(catalog) -> list[str]:
+    names = []
+    for db in catalog.list_databases():
+        names += [f"{db}.{t}" for t in catalog.list_tables(db)]
+    return sorted(names)
+
+
+def fixed_buckets(table) -> int | None:
+    """The bucket count of a fixed-bucket table; None for bucket=-1 (unaware or dynamic) or -2."""
+    n = table.options.bucket()
+    return n if n and n > 0 else None
+
+
+def new_delta_planner(table, predicate, columns):
+    """A streaming scan used only as a per-snapshot delta planner (no stream loop is started)."""
+    builder = table.new_stream_read_builder()
+    if predicate is not None:
+        builder = builder.with_filter(predicate)
+    if columns is not None:
+        builder = builder.with_projection(list(columns))
+    return builder.new_streaming_scan()
+
+
+def should_scan(planner, snapshot) -> bool:
+    """Whether the snapshot carries data for this table's follow-up mode (APPEND, or changelog)."""
+    return planner.follow_up_scanner.should_scan(snapshot)
+
+
+def delta_splits(planner, snapshot) -> list:
+    """Splits of the data one snapshot committed (its delta, or its changelog)."""
+    return planner._create_follow_up_plan(snapshot).splits()
+
+
+def close_planner(planner) -> None:
+    """Stop the prefetch pool the streaming scan creates in its constructor."""
+    executor = getattr(planner, "_prefetch_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+def read_consumer(table, consumer_id: str) -> int | None:
+    """The consumer's next snapshot, or None if it has no progress yet."""
+    consumer = table.consumer_manager().consumer(consumer_id)
+    return None if consumer is None else consumer.next_snapshot
+
+
+def write_consumer(table, consumer_id: str, next_snapshot: int) -> None:
+    table.consumer_manager().reset_consumer(consumer_id, Consumer(next_snapshot=next_snapshot))
+
+
+def output_schema(table_read) -> pa.Schema:
+    """The exact schema a TableRead produces (projection, row kind, nullability included)."""
+    reader = table_read.to_arrow_batch_reader([])
+    schema = reader.schema
+    close = getattr(reader, "close", None)
+    if close is not None:
+        close()
+    return schema
+
+
+def merged_row_count(split) -> int | None:
+    """Rows a split yields after merging, where pypaimon knows it (raw-convertible splits)."""
+    fn = getattr(split, "merged_row_count", None)
+    return fn() if fn is not None else None
+
+
+def split_sort_key(split) -> tuple:
+    """A stable order of splits, so servers re-planning one snapshot agree on split groups."""
+    partition = tuple(str(v) for v in (split.partition.values if split.partition is not None else ()))
+    first = min((f.file_name for f in split.files), default="")
+    return partition, split.bucket, first

@@ -1,0 +1,129 @@
+"""Live follow of a Paimon table: a start position, then each new snapshot's delta in commit order.
+
+Our own polling loop over pypaimon's per-snapshot delta planner, not `stream_sync()`: that one
+owns an event loop and a prefetch thread with no way to stop them when the client goes, skips
+the bucket filter on its first plan, and fails on a table with no snapshot (FACTS.md).
+
+Consumer progress (`consumer_id`) is at-least-once and repeats at most one snapshot: after a
+snapshot's rows are handed to the stream we store that snapshot as the next to read (it may still
+sit in gRPC's buffers), and only once the stream has been idle for a poll interval, with every
+row long flushed to the client, do we store the snapshot after it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import structlog
+
+from flight_server import paimon_compat as compat
+from flight_server.errors import Cancelled, NotFound, WrongState
+from flight_server.paimon_request import PaimonRequest
+
+log = structlog.get_logger(__name__)
+
+_WAIT_SLICE_S = 0.02  # how often a waiting follow re-checks for a gone client
+
+
+def start_position(scope, req: PaimonRequest, latest_id: int | None) -> dict:
+    """Pin the follow's start into the ticket: an optional full scan, then the first delta."""
+    sm = scope.table.snapshot_manager()
+    earliest = sm.try_get_earliest_snapshot() if latest_id is not None else None
+    full, nxt = None, (latest_id or 0) + 1
+    if req.start == "latest-full":
+        full = latest_id
+    elif req.start == "earliest" and earliest is not None:
+        # Deltas from snapshot 1 replay every commit in order; once early snapshots have
+        # expired, the earliest one's full content stands in for them.
+        full, nxt = (None, 1) if earliest.id == 1 else (earliest.id, earliest.id + 1)
+    elif req.start_snapshot is not None:
+        n = req.start_snapshot
+        if n > nxt:
+            raise NotFound(
+                f"Follow of Paimon table {req.table!r} cannot start at snapshot {n}: the latest is "
+                f"{latest_id}; start at most at snapshot:{nxt}.", table=req.table, snapshot=n)
+        if earliest is not None and n < earliest.id:
+            raise NotFound(
+                f"Follow of Paimon table {req.table!r} cannot start at snapshot {n}: it has expired; "
+                f"the earliest is {earliest.id}.", table=req.table, snapshot=n)
+        nxt = n
+    return {"m": "follow", "full": full, "next": nxt}
+
+
+def snapshot_delta(scope, planner, snapshot, buckets: set | None) -> Iterator:
+    """`(batch, app_metadata)` of the rows one snapshot committed, in the given buckets."""
+    if not compat.should_scan(planner, snapshot):
+        return
+    splits = compat.delta_splits(planner, snapshot)
+    if buckets is not None:
+        splits = [s for s in splits if s.bucket in buckets]
+    splits.sort(key=compat.split_sort_key)
+    yield from scope.batches(splits, b'{"snapshot": %d}' % snapshot.id)
+
+
+def follow(scope, ticket: dict, is_cancelled: Callable[[], bool], stopping: threading.Event) -> Iterator:
+    """The unbounded stream of one follow endpoint; ends only with the client or the server."""
+    from flight_server.paimon_source import pick, ticket_buckets
+
+    req, table = scope.req, scope.table
+    buckets = ticket_buckets(ticket, req)
+    cid = ticket.get("cid")
+    full, nxt = ticket["full"], ticket["next"]
+    stored = compat.read_consumer(table, cid) if cid else None
+    if stored is not None:
+        full, nxt = None, stored
+    log.info("follow_start", table=req.table, buckets=sorted(buckets) if buckets else None,
+             full=full, next=nxt, consumer_id=cid)
+    planner = compat.new_delta_planner(table, scope.predicate, req.columns)
+    sm = table.snapshot_manager()
+    poll_s = req.poll_interval_ms / 1000.0
+    try:
+        if full is not None:
+            splits = pick(scope.snapshot_splits(full), buckets, None)
+            yield from scope.batches(splits, b'{"snapshot": %d}' % full)
+            _save(table, cid, full)
+        nxt, flushed = (full + 1, False) if full is not None else (nxt, True)
+        while True:
+            snap = sm.get_snapshot_by_id(nxt)
+            if snap is None:
+                _check_not_expired(req.table, sm, nxt)
+                if not flushed:
+                    _save(table, cid, nxt)
+                    flushed = True
+                _wait(poll_s, is_cancelled, stopping, req.table)
+                continue
+            yield from snapshot_delta(scope, planner, snap, buckets)
+            _save(table, cid, nxt)
+            nxt, flushed = nxt + 1, False
+    finally:
+        compat.close_planner(planner)
+
+
+def _save(table, cid: str | None, next_snapshot: int) -> None:
+    if cid:
+        compat.write_consumer(table, cid, next_snapshot)
+
+
+def _check_not_expired(name: str, sm, nxt: int) -> None:
+    earliest = sm.try_get_earliest_snapshot()
+    if earliest is not None and earliest.id > nxt:
+        raise NotFound(
+            f"Follow of Paimon table {name!r} needs snapshot {nxt}, which has expired (the earliest is "
+            f"{earliest.id}); restart the follow from 'latest-full' or a fresh consumer_id.",
+            table=name, snapshot=nxt)
+
+
+def _wait(seconds: float, is_cancelled: Callable[[], bool], stopping: threading.Event, name: str) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        if is_cancelled():
+            raise Cancelled(f"The client of the follow of Paimon table {name!r} went away.")
+        if stopping.is_set():
+            raise WrongState(f"The follow of Paimon table {name!r} ended: the server is shutting down; reconnect to another server.")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(_WAIT_SLICE_S, left))
+

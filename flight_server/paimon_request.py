@@ -1,0 +1,163 @@
+"""A Paimon read as the client asked for it: the JSON command or path, parsed and checked once."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from flight_server.errors import InvalidRequest
+
+OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "is_null", "is_not_null")
+STARTS = ("latest", "latest-full", "earliest")
+DEFAULT_POLL_MS = 1000
+_KEYS = ("table", "snapshot", "from_snapshot", "to_snapshot", "follow", "start", "consumer_id",
+         "poll_interval_ms", "columns", "filter", "buckets", "changelog")
+_FOLLOW_ONLY = ("start", "consumer_id", "poll_interval_ms")
+_CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class PaimonRequest:
+    """What to read from one Paimon table; `to_json` round-trips it through tickets."""
+
+    table: str
+    snapshot: int | None = None
+    from_snapshot: int | None = None
+    to_snapshot: int | None = None
+    follow: bool = False
+    start: str = "latest-full"
+    consumer_id: str | None = None
+    poll_interval_ms: int = DEFAULT_POLL_MS
+    columns: tuple[str, ...] | None = None
+    filter: tuple[tuple, ...] = ()
+    buckets: tuple[int, ...] | None = None
+    changelog: bool = False
+
+    @property
+    def mode(self) -> str:
+        if self.follow:
+            return "follow"
+        return "delta" if self.from_snapshot is not None else "snapshot"
+
+    @property
+    def start_snapshot(self) -> int | None:
+        """N for `start: "snapshot:N"`, else None."""
+        return int(self.start.split(":", 1)[1]) if self.start.startswith("snapshot:") else None
+
+    def to_json(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if v is not None and v != () and v is not False}
+        for key in ("columns", "buckets"):
+            if key in out:
+                out[key] = list(out[key])
+        if "filter" in out:
+            out["filter"] = [list(c) for c in out["filter"]]
+        return out
+
+
+def _int(cmd: dict, key: str, table: str, minimum: int) -> int | None:
+    value = cmd.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidRequest(
+            f"Paimon read of {table!r}: {key!r} must be an integer >= {minimum}, got {value!r}."
+        )
+    return value
+
+
+def table_name(value, what: str = "'table'") -> str:
+    if not isinstance(value, str) or value.count(".") != 1 or "" in value.split("."):
+        raise InvalidRequest(f"Paimon table name {value!r} in {what} is not 'DB.TABLE'; name it e.g. 'db.orders'.")
+    return value
+
+
+def parse_path(path: list) -> PaimonRequest:
+    """`["paimon", "DB.TABLE"]`: a full scan of the latest snapshot."""
+    parts = [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in path]
+    if len(parts) != 2 or parts[0] != "paimon":
+        raise InvalidRequest(f"Descriptor path {parts!r} is not understood; use ['paimon', 'DB.TABLE'].")
+    return PaimonRequest(table=table_name(parts[1], "the descriptor path"))
+
+
+def _filter(value, table: str) -> tuple[tuple, ...]:
+    if not isinstance(value, list):
+        raise InvalidRequest(
+            f"Paimon read of {table!r}: 'filter' must be a list of [column, op, value], got {value!r}."
+        )
+    out = []
+    for cond in value:
+        if not isinstance(cond, list) or len(cond) not in (2, 3) or not isinstance(cond[0], str):
+            raise InvalidRequest(
+                f"Paimon read of {table!r}: filter condition {cond!r} is not [column, op, value]."
+            )
+        column, op = cond[0], cond[1]
+        if op not in OPS:
+            raise InvalidRequest(
+                f"Paimon read of {table!r}: filter op {op!r} on column {column!r} is unknown; use one of {', '.join(OPS)}."
+            )
+        if op in ("is_null", "is_not_null"):
+            out.append((column, op))
+            continue
+        if len(cond) != 3:
+            raise InvalidRequest(f"Paimon read of {table!r}: filter [{column!r}, {op!r}] needs a value.")
+        if op == "in" and not isinstance(cond[2], list):
+            raise InvalidRequest(f"Paimon read of {table!r}: filter 'in' on column {column!r} needs a list value.")
+        out.append((column, op, cond[2]))
+    return tuple(out)
+
+
+def _str_list(cmd: dict, key: str, table: str) -> tuple[str, ...] | None:
+    value = cmd.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(c, str) for c in value):
+        raise InvalidRequest(f"Paimon read of {table!r}: {key!r} must be a non-empty list of column names, got {value!r}.")
+    return tuple(value)
+
+
+def parse_command(cmd: dict) -> PaimonRequest:
+    """A JSON command with "table" (see DESIGN.md "Names on the wire")."""
+    table = table_name(cmd.get("table"))
+    unknown = [k for k in cmd if k not in _KEYS]
+    if unknown:
+        raise InvalidRequest(
+            f"Paimon read of {table!r}: unknown command key {unknown[0]!r}; known keys: {', '.join(_KEYS)}."
+        )
+    for key in ("follow", "changelog"):
+        if not isinstance(cmd.get(key, False), bool):
+            raise InvalidRequest(f"Paimon read of {table!r}: {key!r} must be true or false, got {cmd[key]!r}.")
+    snapshot = _int(cmd, "snapshot", table, 1)
+    from_s, to_s = _int(cmd, "from_snapshot", table, 0), _int(cmd, "to_snapshot", table, 0)
+    follow = cmd.get("follow", False)
+    if to_s is not None and from_s is None:
+        raise InvalidRequest(f"Paimon read of {table!r}: 'to_snapshot' needs 'from_snapshot' (the delta is (A, B]).")
+    if from_s is not None and to_s is not None and to_s < from_s:
+        raise InvalidRequest(f"Paimon read of {table!r}: delta ({from_s}, {to_s}] is reversed; need from_snapshot <= to_snapshot.")
+    chosen = [k for k, v in (("snapshot", snapshot), ("from_snapshot", from_s), ("follow", follow or None)) if v is not None]
+    if len(chosen) > 1:
+        raise InvalidRequest(f"Paimon read of {table!r}: {' and '.join(repr(k) for k in chosen)} exclude each other; choose one.")
+    if not follow:
+        given = [k for k in _FOLLOW_ONLY if k in cmd]
+        if given:
+            raise InvalidRequest(f"Paimon read of {table!r}: {given[0]!r} applies only with \"follow\": true.")
+    start = cmd.get("start", "latest-full")
+    if not isinstance(start, str) or not (start in STARTS or re.fullmatch(r"snapshot:[1-9]\d*", start)):
+        raise InvalidRequest(
+            f"Paimon read of {table!r}: 'start' {start!r} is not one of latest, latest-full, earliest, snapshot:N."
+        )
+    consumer_id = cmd.get("consumer_id")
+    if consumer_id is not None and (not isinstance(consumer_id, str) or not _CONSUMER_ID.match(consumer_id)):
+        raise InvalidRequest(
+            f"Paimon read of {table!r}: 'consumer_id' {consumer_id!r} must be 1-128 characters of letters, digits, '_', '.', '-'."
+        )
+    poll = _int(cmd, "poll_interval_ms", table, 1)
+    buckets = cmd.get("buckets")
+    if buckets is not None and (not isinstance(buckets, list) or not buckets or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in buckets)):
+        raise InvalidRequest(f"Paimon read of {table!r}: 'buckets' must be a non-empty list of integers >= 0, got {buckets!r}.")
+    return PaimonRequest(
+        table=table, snapshot=snapshot, from_snapshot=from_s, to_snapshot=to_s, follow=follow,
+        start=start, consumer_id=consumer_id, poll_interval_ms=poll or DEFAULT_POLL_MS,
+        columns=_str_list(cmd, "columns", table), filter=_filter(cmd.get("filter", []), table),
+        buckets=None if buckets is None else tuple(sorted(set(buckets))), changelog=cmd.get("changelog", False),
+    )
