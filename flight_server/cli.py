@@ -16,6 +16,7 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server import logging as fp_logging
+from producers.client import error_message
 
 DEFAULT_URI = "grpc://127.0.0.1:8815"
 SHUTDOWN_WAIT_S = 5.0
@@ -138,7 +139,7 @@ def cmd_tail(args) -> int:
             if item is done:
                 open_streams -= 1
             elif isinstance(item, BaseException):
-                print(f"\nflight_cli tail: {str(item).splitlines()[0]}", file=sys.stderr)
+                print(f"\nflight_cli tail: {error_message(item)}", file=sys.stderr)
                 status = 1
             elif not printer.batch(item):
                 break
@@ -196,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except flight.FlightError as e:
-        print(f"flight_cli {args.command}: {str(e).splitlines()[0]}", file=sys.stderr)
+        print(f"flight_cli {args.command}: {error_message(e)}", file=sys.stderr)
         return 1
     except (KeyError, ValueError, pa.ArrowException) as e:
-        print(f"flight_cli {args.command}: {str(e).splitlines()[0]}", file=sys.stderr)
+        print(f"flight_cli {args.command}: {error_message(e)}", file=sys.stderr)
         return 2
 
 

@@ -50,6 +50,14 @@ def _positive_int(value, what: str, upper: int) -> int:
     return value
 
 
+def _check_name(name) -> str:
+    if not isinstance(name, str) or not name or "/" in name or len(name) > 200:
+        raise InvalidRequest(
+            f"Push table name {name!r} is not valid; use a non-empty string of at most 200 characters without '/'."
+        )
+    return name
+
+
 class PushRegistry:
     """All push tables of one server. Thread-safe; the tables' logs have their own locks."""
 
@@ -59,8 +67,7 @@ class PushRegistry:
         self._closing: str | None = None
 
     def register(self, name, schema: pa.Schema, capacity=16, partitions=1, writers=1) -> PushTable:
-        if not isinstance(name, str) or not name or "/" in name or len(name) > 200:
-            raise InvalidRequest(f"Push table name {name!r} must be a non-empty string without '/'.")
+        _check_name(name)
         capacity = _positive_int(capacity, f"capacity of push table {name!r}", MAX_CAPACITY)
         partitions = _positive_int(partitions, f"partitions of push table {name!r}", MAX_PARTITIONS)
         writers = _positive_int(writers, f"writers of push table {name!r}", 1 << 16)
@@ -81,6 +88,7 @@ class PushRegistry:
         return table
 
     def get(self, name) -> PushTable:
+        _check_name(name)
         with self._lock:
             table = self._tables.get(name)
         if table is None:
@@ -98,6 +106,7 @@ class PushRegistry:
             log.fail(message)
 
     def drop(self, name) -> None:
+        _check_name(name)
         with self._lock:
             table = self._tables.pop(name, None)
         if table is None:

@@ -12,6 +12,14 @@ from flight_server.schemas import encode_schema
 from producers.sink import TableSink
 
 
+def error_message(exc: BaseException) -> str:
+    """The server's own sentence from a Flight error, without pyarrow's appended detail."""
+    text = str(exc)
+    for marker in (". Detail:", ". gRPC client debug context:", "\n"):
+        text = text.split(marker, 1)[0]
+    return text
+
+
 class Client:
     """Talks to one flight-paimon server. Every unary call carries `timeout` seconds."""
 
