@@ -1,0 +1,104 @@
+"""Flight calls shared by the readers and the writer: connect, plan endpoints, read one endpoint."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.flight as flight
+from pyspark.sql.datasource import InputPartition
+
+from producers import Client
+from spark_reader.options import Options
+
+
+class SourceError(RuntimeError):
+    """The server could not be reached or refused a request; the message says which and why."""
+
+
+class EndpointPartition(InputPartition):
+    """One Spark partition: a FlightInfo endpoint's opaque ticket and the URIs that serve it."""
+
+    def __init__(self, ticket: bytes, locations: tuple[str, ...], label: str):
+        super().__init__(label)
+        self.ticket = ticket
+        self.locations = locations
+        self.label = label
+
+
+def connect(opts: Options) -> Client:
+    return Client(opts.uri, timeout=opts.timeout)
+
+
+def call(opts: Options, what: str, fn, *args):
+    """Run one client call, turning Flight errors into a `SourceError` naming server and target."""
+    try:
+        return fn(*args)
+    except flight.FlightUnavailableError as e:
+        raise SourceError(
+            f"Cannot reach the flight-paimon server at {opts.uri} ({what} of {opts.target}); check "
+            f".option('uri') and that the server runs. Cause: {_first_line(e)}"
+        ) from None
+    except flight.FlightTimedOutError as e:
+        raise SourceError(
+            f"The flight-paimon server at {opts.uri} did not answer within {opts.timeout} s "
+            f"({what} of {opts.target}); raise .option('timeout', S) or check the server. "
+            f"Cause: {_first_line(e)}"
+        ) from None
+    except (flight.FlightError, pa.ArrowException, KeyError) as e:
+        raise SourceError(
+            f"The flight-paimon server at {opts.uri} refused the {what} of {opts.target}: {_first_line(e)}"
+        ) from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).split(". Detail: Python exception")[0]
+    return (text.splitlines() or [type(e).__name__])[0][:500]
+
+
+def paimon_info(client: Client, opts: Options, command: dict) -> flight.FlightInfo:
+    descriptor = flight.FlightDescriptor.for_command(json.dumps({"table": opts.table, **command}))
+    return call(opts, "planning", client.flight.get_flight_info, descriptor, client.options())
+
+
+def partitions_of(info: flight.FlightInfo, opts: Options) -> list[EndpointPartition]:
+    """The endpoints as picklable partitions; a location-less endpoint is served by `opts.uri`."""
+    parts = []
+    for i, ep in enumerate(info.endpoints):
+        locations = tuple(loc.uri.decode() if isinstance(loc.uri, bytes) else str(loc.uri) for loc in ep.locations)
+        parts.append(EndpointPartition(ep.ticket.ticket, locations or (opts.uri,), f"{opts.target} endpoint {i}"))
+    return parts
+
+
+def read_partition(part: EndpointPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Stream one endpoint from its first reachable location, each batch cast to `schema`.
+
+    Opens its own client inside the Spark task: partitions travel pickled, clients do not.
+    """
+    names = schema.names
+    last_error: BaseException | None = None
+    for uri in part.locations:
+        client = flight.FlightClient(uri)
+        sent = False
+        try:
+            reader = client.do_get(flight.Ticket(part.ticket))
+            while True:
+                try:
+                    chunk = reader.read_chunk()
+                except StopIteration:
+                    return
+                if chunk.data is not None and chunk.data.num_rows:
+                    sent = True
+                    yield chunk.data.select(names).cast(schema)
+        except flight.FlightUnavailableError as e:
+            if sent:
+                raise SourceError(f"Reading {part.label} from {uri} broke off: {_first_line(e)}") from None
+            last_error = e  # another advertised server may serve this endpoint
+        except (flight.FlightError, pa.ArrowException) as e:
+            raise SourceError(f"Reading {part.label} from {uri} failed: {_first_line(e)}") from None
+        finally:
+            client.close()
+    raise SourceError(
+        f"No server of {part.label} is reachable (tried {', '.join(part.locations)}): {_first_line(last_error)}"
+    )

@@ -1,0 +1,82 @@
+"""The "flight-paimon" Python Data Source: options in, a batch/stream reader or a writer out."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+from spark_reader.batch import BatchReader
+from spark_reader.flight_io import SourceError, call, connect, paimon_info
+from spark_reader.options import OptionError, Options, parse
+from spark_reader.stream_paimon import PaimonStreamReader
+from spark_reader.stream_push import PushStreamReader
+from spark_reader.writer import PushWriter
+
+
+class FlightPaimonDataSource(DataSource):
+    """Reads Paimon and push tables served by flight-paimon; writes into push tables."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "flight-paimon"
+
+    @property
+    def opts(self) -> Options:
+        # Parsed once on the driver, then pickled with this object to planners and executors.
+        if "_opts" not in self.__dict__:
+            self.__dict__["_opts"] = parse(self.options)
+        return self.__dict__["_opts"]
+
+    def schema(self) -> StructType:
+        opts = self.opts
+        client = connect(opts)
+        try:
+            if opts.table:
+                info = paimon_info(client, opts, _schema_command(opts))
+            else:
+                info = call(opts, "lookup", client.info, opts.push)
+        finally:
+            client.close()
+        return from_arrow_schema(info.schema)
+
+    def reader(self, schema: StructType) -> BatchReader:
+        return BatchReader(self.opts, schema)
+
+    def streamReader(self, schema: StructType):
+        if self.opts.table:
+            if self.opts.incremental_between:
+                raise OptionError("Option 'incremental-between' is for batch reads; a stream uses scan.mode.")
+            return PaimonStreamReader(self.opts, schema)
+        return PushStreamReader(self.opts, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> PushWriter:
+        opts = self.opts
+        if not opts.push:
+            raise OptionError(
+                f"flight-paimon writes into push tables only; {opts.target} is read-only here: "
+                "use .option('push', NAME)."
+            )
+        client = connect(opts)
+        try:
+            info = call(opts, "lookup", client.info, opts.push)
+        finally:
+            client.close()
+        missing = [n for n in info.schema.names if n not in schema.fieldNames()]
+        if missing:
+            raise SourceError(
+                f"The DataFrame lacks column(s) {', '.join(missing)} of {opts.target} "
+                f"(schema {info.schema.to_string(show_schema_metadata=False)})."
+            )
+        return PushWriter(opts, info.schema, len(info.endpoints))
+
+
+def _schema_command(opts: Options) -> dict:
+    if opts.snapshot_id is not None and opts.scan_mode != "latest":
+        return {"snapshot": opts.snapshot_id}
+    return {}
+
+
+def register(spark) -> None:
+    """Make .format("flight-paimon") available in this SparkSession."""
+    spark.dataSource.register(FlightPaimonDataSource)

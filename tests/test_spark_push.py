@@ -1,0 +1,156 @@
+"""flight-paimon in Spark over push tables: batch reads to EOF, failures, streaming, writes, option errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from producers import Client
+from spark_reader import register
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+
+
+@pytest.fixture
+def fp(spark):
+    register(spark)
+    return spark
+
+
+def batch(start: int, n: int) -> pa.RecordBatch:
+    ids = list(range(start, start + n))
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"r{i}" for i in ids])], schema=SCHEMA)
+
+
+def produce(uri: str, name: str, partition: int, first: int, batches: int, rows: int,
+            pause: float = 0.0, fail_after: int | None = None) -> threading.Thread:
+    """A producer thread pushing `batches` batches of `rows` ids from `first`, in its own client."""
+
+    def run():
+        client = Client(uri, timeout=30)
+        try:
+            with client.sink(name, partition) as sink:
+                for i in range(batches):
+                    if fail_after is not None and i == fail_after:
+                        raise RuntimeError("sensor 7 unplugged")
+                    sink.write(batch(first + i * rows, rows))
+                    time.sleep(pause)
+        except RuntimeError:
+            pass  # the sink has failed the partition in-band: the reader must see it
+        finally:
+            client.close()
+
+    thread = threading.Thread(target=run, name=f"producer-{name}-{partition}", daemon=True)
+    thread.start()
+    return thread
+
+
+def read_push(spark, uri: str, name: str):
+    return spark.read.format("flight-paimon").option("uri", uri).option("push", name).load()
+
+
+@pytest.mark.timeout(240)
+def test_batch_read_of_push_table_ends_at_eof_with_every_row(fp, server, client):
+    client.register("live", SCHEMA, capacity=4, partitions=2)
+    # 30 batches per partition against capacity 4: the producers can only finish while Spark reads.
+    producers = [produce(server.uri, "live", p, p * 100_000, 30, 100, pause=0.005) for p in (0, 1)]
+    df = read_push(fp, server.uri, "live")
+    assert df.rdd.getNumPartitions() == 2
+    ids = [r.id for r in df.select("id").collect()]
+    for t in producers:
+        t.join(10)
+    expected = [p * 100_000 + i for p in (0, 1) for i in range(3000)]
+    assert sorted(ids) == expected
+    assert df.schema["id"].nullable is False
+
+
+@pytest.mark.timeout(180)
+def test_producer_failure_fails_the_query_with_its_cause(fp, server, client):
+    client.register("flaky", SCHEMA, capacity=4)
+    produce(server.uri, "flaky", 0, 0, 10, 50, fail_after=3)
+    with pytest.raises(Exception, match="sensor 7 unplugged"):
+        read_push(fp, server.uri, "flaky").collect()
+
+
+@pytest.mark.timeout(300)
+def test_stream_of_push_table_restarted_from_checkpoint_sees_every_row_once(fp, server, client, tmp_path):
+    client.register("feed", SCHEMA, capacity=8, partitions=2)
+    per_partition = 120  # batches of 10 rows, one every 20 ms: ~2.5 s of pushing
+    producers = [produce(server.uri, "feed", p, p * 1_000_000, per_partition, 10, pause=0.02) for p in (0, 1)]
+    expected = sorted(p * 1_000_000 + i for p in (0, 1) for i in range(per_partition * 10))
+    by_batch: dict[int, list[int]] = {}  # foreachBatch keyed by batch id: a re-run batch overwrites
+
+    def sink(df, batch_id):
+        by_batch[batch_id] = [r.id for r in df.select("id").collect()]
+
+    def start():
+        stream = fp.readStream.format("flight-paimon").option("uri", server.uri).option("push", "feed").load()
+        return (stream.writeStream.foreachBatch(sink).trigger(processingTime="200 milliseconds")
+                .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+
+    query = start()
+    deadline = time.monotonic() + 60
+    while sum(map(len, by_batch.values())) < 300 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()  # mid-stream: the producers are still pushing
+    seen_first = sum(map(len, by_batch.values()))
+    assert 0 < seen_first < len(expected)
+
+    query = start()
+    try:
+        deadline = time.monotonic() + 90
+        while sum(map(len, by_batch.values())) < len(expected) and time.monotonic() < deadline:
+            if query.exception():
+                raise query.exception()
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    for t in producers:
+        t.join(10)
+    counts = Counter(i for rows in by_batch.values() for i in rows)
+    assert sorted(counts) == expected, "rows lost"
+    assert max(counts.values()) == 1, f"rows seen twice: {[i for i, c in counts.items() if c > 1][:10]}"
+
+
+@pytest.mark.timeout(180)
+def test_dataframe_write_reaches_a_do_get_reader(fp, server, client):
+    # Four tasks over two partitions: each partition gets two writer streams before EOF.
+    client.register("from_spark", SCHEMA, capacity=4, partitions=2, writers=2)
+    got: dict[int, list[int]] = {0: [], 1: []}
+    info = client.info("from_spark")
+
+    def drain(p):
+        for b in client.read_endpoint(info.endpoints[p], timeout=120):
+            got[p].extend(b.column("id").to_pylist())
+
+    readers = [threading.Thread(target=drain, args=(p,), daemon=True) for p in (0, 1)]
+    for t in readers:
+        t.start()
+    df = fp.range(0, 20_000, numPartitions=4).selectExpr("id", "concat('r', id) AS name")
+    df.write.format("flight-paimon").option("uri", server.uri).option("push", "from_spark").mode("append").save()
+    for t in readers:
+        t.join(30)
+    assert not any(t.is_alive() for t in readers), "the readers did not reach EOF"
+    assert sorted(got[0] + got[1]) == list(range(20_000))
+    assert got[0] and got[1]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("options, message", [
+    ({"table": "db.t", "push": "p"}, "both given"),
+    ({}, "needs a source"),
+    ({"uri": "http//nowhere", "push": "p"}, "is not a Flight address"),
+    ({"uri": "grpc://127.0.0.1:1", "push": "p"}, "Cannot reach the flight-paimon server"),
+])
+def test_bad_options_fail_clearly_at_load(fp, server, options, message):
+    reader = fp.read.format("flight-paimon")
+    if "uri" not in options:
+        reader = reader.option("uri", server.uri)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    with pytest.raises(Exception, match=message):
+        reader.load()
