@@ -1,0 +1,117 @@
+/** Flight DoPut from Node.js: Arrow IPC messages as FlightData over @grpc/grpc-js, acks as PutResults. */
+
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { Message, Table, tableToIPC } from 'apache-arrow';
+
+const PROTO = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'proto', 'flight.proto');
+const CONTINUATION = 0xffffffff;
+
+function loadService() {
+  const definition = protoLoader.loadSync(PROTO, { keepCase: true, enums: String, defaults: false });
+  return grpc.loadPackageDefinition(definition).arrow.flight.protocol.FlightService;
+}
+
+/** Split an Arrow IPC stream into its messages: [{header, body}], the end-of-stream marker dropped. */
+export function ipcMessages(bytes) {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = [];
+  let at = 0;
+  while (at + 8 <= bytes.byteLength) {
+    if (view.getUint32(at, true) !== CONTINUATION) throw new Error(`not an IPC stream at byte ${at}`);
+    const headerLength = view.getInt32(at + 4, true);
+    if (headerLength === 0) break;
+    const header = bytes.subarray(at + 8, at + 8 + headerLength);
+    const bodyLength = Number(Message.decode(header).bodyLength);
+    const bodyAt = at + 8 + headerLength;
+    out.push({ header, body: bytes.subarray(bodyAt, bodyAt + bodyLength) });
+    at = bodyAt + bodyLength;
+  }
+  return out;
+}
+
+const asBuffer = (u8) => Buffer.from(u8.buffer, u8.byteOffset, u8.byteLength);
+
+/** A gRPC status error with the server's message, as the CLI reports it. */
+export class FlightError extends Error {
+  constructor(status) {
+    // pyarrow servers append the Python traceback to INVALID_ARGUMENT/NOT_FOUND messages;
+    // the sentence before it is the server's own message.
+    const details = String(status.details ?? '').split('. Detail: Python exception')[0].trim();
+    super(`${grpc.status[status.code] ?? status.code}: ${details}`);
+    this.code = status.code;
+    this.details = details;
+  }
+}
+
+/**
+ * One DoPut stream into push table `name` partition `partition`.
+ *
+ * `writeBatch` resolves only when gRPC has taken the message (its write callback), so a server
+ * that stops reading stalls it: that is the backpressure a producer must feel.
+ */
+export class PushStream {
+  constructor(uri, name, partition, { timeoutS = 120, onAck = () => {} } = {}) {
+    const target = uri.replace(/^grpc(\+tcp)?:\/\//, '');
+    const Service = loadService();
+    this.client = new Service(target, grpc.credentials.createInsecure(), {
+      'grpc.max_send_message_length': -1,
+      'grpc.max_receive_message_length': -1,
+    });
+    this.path = ['push', name, String(partition)];
+    this.call = this.client.DoPut({ deadline: Date.now() + timeoutS * 1000 });
+    this.sentSchema = false;
+    this.acked = -1;
+    this.error = null;
+    this.finished = new Promise((resolve) => {
+      this.call.on('data', (result) => {
+        this.acked = JSON.parse(Buffer.from(result.app_metadata).toString('utf8')).seq;
+        onAck(this.acked);
+      });
+      this.call.on('error', (err) => { this.error = new FlightError(err); resolve(); });
+      this.call.on('status', (status) => {
+        if (status.code !== grpc.status.OK && !this.error) this.error = new FlightError(status);
+        resolve();
+      });
+    });
+  }
+
+  async writeBatch(batch) {
+    const messages = ipcMessages(tableToIPC(new Table([batch]), 'stream'));
+    for (const [i, { header, body }] of messages.entries()) {
+      if (i === 0 && this.sentSchema) continue; // each encoded table repeats the schema
+      const data = { data_header: asBuffer(header), data_body: asBuffer(body) };
+      if (i === 0) data.flight_descriptor = { type: 'PATH', path: this.path };
+      await this._write(data);
+    }
+    this.sentSchema = true;
+  }
+
+  /** Fail the partition in-band: its reader gets `message` as a Flight error. */
+  async fail(message) {
+    await this._write({ app_metadata: Buffer.from(JSON.stringify({ error: message })) });
+    return this.close();
+  }
+
+  /** End the stream cleanly and wait for the server's last ack and status; throws its error. */
+  async close() {
+    this.call.end();
+    await this.finished;
+    this.client.close();
+    if (this.error) throw this.error;
+  }
+
+  _write(message) {
+    if (this.error) return Promise.reject(this.error);
+    // A refused stream may never call back: the stream's end settles the wait instead.
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      this.call.write(message, () => { settled = true; resolve(); });
+      this.finished.then(() => {
+        if (!settled) reject(this.error ?? new Error('the DoPut stream ended before the write was taken'));
+      });
+    });
+  }
+}
