@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from flight_server.errors import InvalidRequest
+from flight_server.paimon_request import table_name
+from flight_server.paimon_source import PaimonSource
 from flight_server.push_tables import PushRegistry
 from flight_server.schemas import decode_schema
 
@@ -17,7 +20,17 @@ DESCRIPTIONS = {
     "commit": 'Free batches a replaying consumer has processed. Body: {"name", "offsets": {"P": seq}}.',
     "stats": 'Per push table and partition: state, queued batches and bytes, rows in and out. '
     'Body: {"name"?}.',
+    "latest_snapshot": 'The latest snapshot id of a Paimon table, null when it has none. '
+    'Body: {"table": "db.t"}. Result: {"snapshot_id": N or null}.',
 }
+
+
+@dataclass(frozen=True)
+class Registries:
+    """What the actions act on: the server's push tables and its Paimon warehouse."""
+
+    push: PushRegistry
+    paimon: PaimonSource
 
 
 def _require(body: dict, key: str, action: str):
@@ -26,10 +39,10 @@ def _require(body: dict, key: str, action: str):
     return body[key]
 
 
-def register(push: PushRegistry, body: dict) -> dict:
+def register(reg: Registries, body: dict) -> dict:
     name = _require(body, "name", "register")
     schema = decode_schema(_require(body, "schema", "register"), f"push table {name!r}")
-    table = push.register(
+    table = reg.push.register(
         name, schema,
         capacity=body.get("capacity", 16),
         partitions=body.get("partitions", 1),
@@ -38,34 +51,40 @@ def register(push: PushRegistry, body: dict) -> dict:
     return {"name": table.name, "partitions": len(table.partitions), "capacity": table.capacity}
 
 
-def fail(push: PushRegistry, body: dict) -> dict:
+def fail(reg: Registries, body: dict) -> dict:
     name = _require(body, "name", "fail")
     message = body.get("message") or "failed by the fail action"
     partition = body.get("partition")
     if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
         raise InvalidRequest(f"Action 'fail' on push table {name!r}: partition {partition!r} is not an integer.")
-    push.fail(name, str(message), partition)
+    reg.push.fail(name, str(message), partition)
     return {}
 
 
-def drop(push: PushRegistry, body: dict) -> dict:
-    push.drop(_require(body, "name", "drop"))
+def drop(reg: Registries, body: dict) -> dict:
+    reg.push.drop(_require(body, "name", "drop"))
     return {}
 
 
-def commit(push: PushRegistry, body: dict) -> dict:
-    push.commit(_require(body, "name", "commit"), _require(body, "offsets", "commit"))
+def commit(reg: Registries, body: dict) -> dict:
+    reg.push.commit(_require(body, "name", "commit"), _require(body, "offsets", "commit"))
     return {}
 
 
-def stats(push: PushRegistry, body: dict) -> dict:
-    return {"push": push.stats(body.get("name"))}
+def stats(reg: Registries, body: dict) -> dict:
+    return {"push": reg.push.stats(body.get("name"))}
 
 
-HANDLERS: dict[str, Callable[[PushRegistry, dict], dict]] = {
+def latest_snapshot(reg: Registries, body: dict) -> dict:
+    name = table_name(_require(body, "table", "latest_snapshot"), "the body of action 'latest_snapshot'")
+    return {"snapshot_id": reg.paimon.latest_snapshot(name)}
+
+
+HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     "register": register,
     "fail": fail,
     "drop": drop,
     "commit": commit,
     "stats": stats,
+    "latest_snapshot": latest_snapshot,
 }

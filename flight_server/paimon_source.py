@@ -21,6 +21,7 @@ from flight_server.paimon_request import PaimonRequest
 log = structlog.get_logger(__name__)
 
 BATCH_ROWS = 65536
+MAX_COUNTED_SNAPSHOTS = 64  # FlightInfo counts a delta's rows only when planning it stays cheap
 MAX_SPLIT_GROUPS = 16  # endpoints for a bucket=-1 snapshot read: enough parallelism for a Spark stage
 
 _PREDICATES = {"=": "equal", "!=": "not_equal", "<": "less_than", "<=": "less_or_equal",
@@ -230,7 +231,7 @@ class PaimonSource:
                 scope.snapshot(to_s)
                 scope.snapshot(req.from_snapshot + 1)
             base.update(m="delta", a=req.from_snapshot, b=to_s)
-            return ReadPlan(scope.schema, self._per_bucket(base, req, buckets))
+            return ReadPlan(scope.schema, self._per_bucket(base, req, buckets), _delta_rows(scope, req, to_s))
         snap_id = req.snapshot if req.snapshot is not None else latest_id
         if req.snapshot is not None:
             scope.snapshot(req.snapshot)
@@ -296,6 +297,26 @@ def pick(splits: list, buckets: set | None, group: list | None) -> list:
         i, n = group
         splits = sorted(splits, key=compat.split_sort_key)[i::n]
     return splits
+
+
+def _delta_rows(scope: Scope, req: PaimonRequest, to_s: int) -> int:
+    """Rows in the delta (A, B], for readers that admit snapshots by row count; -1 when unknown.
+
+    Delta splits are not merged, so their row counts are exact without a filter.
+    """
+    if req.filter or to_s - req.from_snapshot > MAX_COUNTED_SNAPSHOTS:
+        return -1
+    planner = compat.new_delta_planner(scope.table, None, None)
+    buckets = _bucket_set(req.buckets)
+    try:
+        total = 0
+        for sid in range(req.from_snapshot + 1, to_s + 1):
+            snap = scope.snapshot(sid)
+            if compat.should_scan(planner, snap):
+                total += sum(s.row_count for s in pick(compat.delta_splits(planner, snap), buckets, None))
+        return total
+    finally:
+        compat.close_planner(planner)
 
 
 def _snapshot(scope: Scope, ticket: dict) -> Iterator:

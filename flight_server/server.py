@@ -17,6 +17,8 @@ import structlog
 
 from flight_server import actions
 from flight_server.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, to_flight
+from flight_server.paimon_request import PaimonRequest, parse_command, parse_path
+from flight_server.paimon_source import PaimonSource
 from flight_server.push_tables import PushRegistry, PushTable
 from flight_server.tickets import PushTarget, TicketCodec, parse_json_object, parse_push_path
 
@@ -66,6 +68,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         super().__init__(location, **kwargs)
         self.warehouse = warehouse
         self.push = PushRegistry()
+        self.paimon = PaimonSource(warehouse)
+        self.registries = actions.Registries(self.push, self.paimon)
         self.tickets = TicketCodec(ticket_key)
         host = location.rsplit(":", 1)[0]
         self.uri = f"{host}:{self.port}"
@@ -76,11 +80,17 @@ class FlightPaimonServer(flight.FlightServerBase):
     def list_flights(self, context, criteria):
         with _call("list_flights", context):
             infos = [self._push_info(t, None) for t in self.push.tables()]
+            if self.warehouse:
+                infos += [self._paimon_summary(t) for t in self.paimon.tables()]
         yield from infos
 
     def get_flight_info(self, context, descriptor):
         with _call("get_flight_info", context) as call:
             if descriptor.descriptor_type == flight.DescriptorType.PATH:
+                if descriptor.path and descriptor.path[0] in (b"paimon", "paimon"):
+                    req = parse_path(descriptor.path)
+                    call.fields.update(table=req.table)
+                    return self._paimon_info(req, descriptor)
                 target = parse_push_path(descriptor.path)
                 call.fields.update(table=target.name, partition=target.partition)
                 return self._push_info(self.push.get(target.name), target.partition)
@@ -88,6 +98,10 @@ class FlightPaimonServer(flight.FlightServerBase):
             if "push" in cmd:
                 call.fields.update(table=cmd["push"], partition=cmd.get("partition"))
                 return self._push_range_info(cmd)
+            if "table" in cmd:
+                req = parse_command(cmd)
+                call.fields.update(table=req.table, mode=req.mode)
+                return self._paimon_info(req, descriptor)
             raise InvalidRequest(
                 "The descriptor command names no table; send {\"table\": \"db.t\", ...} for a "
                 "Paimon read or {\"push\": NAME, \"partition\": P, \"start\": S, \"end\": E} for a replay."
@@ -121,6 +135,17 @@ class FlightPaimonServer(flight.FlightServerBase):
         ticket = self._ticket(table, {"p": p, "k": "range", "s": start, "e": end})
         desc = flight.FlightDescriptor.for_command(json.dumps(cmd))
         return flight.FlightInfo(table.schema, desc, [self._endpoint(ticket)], -1, -1)
+
+    def _paimon_info(self, req: PaimonRequest, descriptor) -> flight.FlightInfo:
+        plan = self.paimon.plan(req)
+        endpoints = [self._endpoint(self.tickets.encode(t)) for t in plan.tickets]
+        return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1)
+
+    def _paimon_summary(self, table) -> flight.FlightInfo:
+        meta = {"table": table.name, "buckets": table.buckets, "latest_snapshot": table.latest_snapshot,
+                "primary_keys": table.primary_keys, "partition_keys": table.partition_keys}
+        desc = flight.FlightDescriptor.for_path("paimon", table.name)
+        return flight.FlightInfo(table.schema, desc, [], -1, -1, app_metadata=json.dumps(meta).encode())
 
     # -- data ----------------------------------------------------------------------------
 
@@ -178,6 +203,10 @@ class FlightPaimonServer(flight.FlightServerBase):
     def do_get(self, context, ticket):
         with _call("do_get", context) as call:
             payload = self.tickets.decode(ticket.ticket)
+            if "paimon" in payload:
+                call.fields.update(table=payload["paimon"], bucket=payload.get("bk"), mode=payload["m"])
+                schema, batches = self.paimon.read(payload, context.is_cancelled)
+                return flight.GeneratorStream(schema, self._stream(batches, _Call("do_get", context, **call.fields)))
             call.fields.update(table=payload.get("push"), partition=payload.get("p"))
             table = self.push.get(payload["push"])
             if table.uid != payload.get("uid"):
@@ -195,9 +224,9 @@ class FlightPaimonServer(flight.FlightServerBase):
     @staticmethod
     def _stream(batches: Iterator[pa.RecordBatch], call: _Call):
         try:
-            for batch in batches:
-                call.add(batch)
-                yield batch
+            for item in batches:
+                call.add(item[0] if isinstance(item, tuple) else item)
+                yield item
         except GeneratorExit:
             call.done(Cancelled("the client went away"))
             raise
@@ -221,12 +250,13 @@ class FlightPaimonServer(flight.FlightServerBase):
                     f"Unknown action {action.type!r}; list_actions names them: {', '.join(actions.HANDLERS)}."
                 )
             body = parse_json_object(action.body.to_pybytes() if action.body else b"", f"body of action {action.type!r}")
-            result = handler(self.push, body)
+            result = handler(self.registries, body)
         return [json.dumps(result).encode()]
 
     def close_streams(self, reason: str = "the server is shutting down") -> None:
         """Fail every open partition so blocked producers and readers end with an error."""
         self.push.shutdown(reason)
+        self.paimon.stopping.set()
 
 
 def _in_band_error(metadata: pa.Buffer) -> str | None:

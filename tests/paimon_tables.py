@@ -1,0 +1,133 @@
+"""Test helpers: real Paimon tables written with pypaimon, and Flight reads of them with timeouts."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.flight as flight
+from pypaimon import CatalogFactory, Schema
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
+REGIONS = ["eu", "us", "apac"]
+
+
+class Warehouse:
+    """A pypaimon catalog over the test's warehouse directory."""
+
+    def __init__(self, path: str):
+        self.catalog = CatalogFactory.create({"warehouse": path})
+        self.catalog.create_database("db", True)
+
+    def create(self, name: str, buckets: int = 4, primary_keys=None, partition_keys=None, options=None) -> str:
+        opts = {"bucket": str(buckets), **(options or {})}
+        if buckets > 0 and not primary_keys:
+            opts["bucket-key"] = "id"
+        schema = Schema.from_pyarrow_schema(SCHEMA, primary_keys=primary_keys, partition_keys=partition_keys, options=opts)
+        self.catalog.create_table(f"db.{name}", schema, False)
+        return f"db.{name}"
+
+    def commit(self, table: str, data: pa.Table) -> int:
+        """Write one commit; return the snapshot it made."""
+        t = self.catalog.get_table(table)
+        wb = t.new_batch_write_builder()
+        writer, committer = wb.new_write(), wb.new_commit()
+        writer.write_arrow(data)
+        committer.commit(writer.prepare_commit())
+        writer.close()
+        committer.close()
+        return t.snapshot_manager().get_latest_snapshot().id
+
+    def read(self, table: str, snapshot: int | None = None) -> pa.Table:
+        """pypaimon's own full read: the reference the Flight reads must match."""
+        t = self.catalog.get_table(table)
+        if snapshot is not None:
+            t = t.copy({"scan.snapshot-id": str(snapshot)})
+        rb = t.new_read_builder()
+        return rb.new_read().to_arrow(rb.new_scan().plan().splits())
+
+
+def rows(start: int, count: int, tag: str = "v") -> pa.Table:
+    ids = list(range(start, start + count))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "name": [f"{tag}{i}" for i in ids],
+        "amount": pa.array([i * 0.5 for i in ids], pa.float64()),
+        "region": [REGIONS[i % 3] for i in ids],
+    }, schema=SCHEMA)
+
+
+def sort_rows(table: pa.Table, keys=("id", "name")) -> list[dict]:
+    keys = [k for k in keys if k in table.column_names] or table.column_names[:1]
+    return table.sort_by([(k, "ascending") for k in keys]).to_pylist()
+
+
+def command(cmd: dict) -> flight.FlightDescriptor:
+    return flight.FlightDescriptor.for_command(json.dumps(cmd))
+
+
+def info(client, descriptor) -> flight.FlightInfo:
+    return client.flight.get_flight_info(descriptor, options=client.options())
+
+
+def read_all(client, descriptor, timeout: float = 30) -> tuple[flight.FlightInfo, pa.Table]:
+    """Every endpoint of the descriptor, read in turn and concatenated."""
+    fi = info(client, descriptor)
+    batches = []
+    for ep in fi.endpoints:
+        reader = client.flight.do_get(ep.ticket, options=client.options(timeout))
+        batches += [c.data for c in reader]
+    return fi, pa.Table.from_batches(batches, schema=fi.schema)
+
+
+class Follower:
+    """Reads one follow endpoint in a thread: (snapshot, rows) in arrival order until cancelled."""
+
+    def __init__(self, client, endpoint, timeout: float = 60):
+        self.reader = client.flight.do_get(endpoint.ticket, options=client.options(timeout))
+        self.items: queue.Queue = queue.Queue()
+        self.received: list[tuple[int, pa.RecordBatch]] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name="test-follower")
+        self.thread.start()
+
+    def _run(self):
+        try:
+            while True:
+                chunk = self.reader.read_chunk()
+                snapshot = json.loads(chunk.app_metadata.to_pybytes())["snapshot"]
+                self.items.put((snapshot, chunk.data))
+        except StopIteration:
+            pass
+        except BaseException as e:  # cancelled by the test, or a real failure to report
+            self.error = e
+
+    def wait_rows(self, n: int, timeout: float = 30) -> list[tuple[int, pa.RecordBatch]]:
+        """Block until `n` rows in total have arrived (or fail the test)."""
+        deadline = time.monotonic() + timeout
+        while sum(b.num_rows for _, b in self.received) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                got = sum(b.num_rows for _, b in self.received)
+                raise AssertionError(f"follow got {got} rows, expected {n}; error={self.error!r}")
+            try:
+                self.received.append(self.items.get(timeout=min(left, 0.5)))
+            except queue.Empty:
+                continue
+        return self.received
+
+    def drain_for(self, seconds: float) -> list[tuple[int, pa.RecordBatch]]:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                self.received.append(self.items.get(timeout=0.05))
+            except queue.Empty:
+                pass
+        return self.received
+
+    def cancel(self):
+        self.reader.cancel()
+        self.thread.join(10)
