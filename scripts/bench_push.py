@@ -1,0 +1,258 @@
+"""Push-table benchmark: throughput against raw Flight do_put, small-batch latency, server RSS.
+
+    .venv/bin/python scripts/bench_push.py [--runs 5] [--gib 1] [--json out.json]
+
+Every figure is measured in this run against its baseline, producers and consumers as separate
+processes. Medians of `--runs` runs; clocks compared across processes are CLOCK_MONOTONIC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+ROWS = 65536
+COLS = 8  # 8 x int64 x 64k rows = 4 MiB per batch
+
+
+def big_batch() -> pa.RecordBatch:
+    col = pa.array(range(ROWS), pa.int64())
+    return pa.record_batch([col] * COLS, names=[f"c{i}" for i in range(COLS)])
+
+
+LAT_SCHEMA = pa.schema([("seq", pa.int64()), ("sent_ns", pa.int64())])
+
+
+# -- roles run as subprocesses ---------------------------------------------------------------
+
+class DiscardServer(flight.FlightServerBase):
+    """The baseline: raw pyarrow do_put into a server that reads and drops every batch."""
+
+    def do_put(self, context, descriptor, reader, writer):
+        for _ in reader:
+            pass
+
+
+def role_discard_server() -> None:
+    server = DiscardServer("grpc://127.0.0.1:0")
+    print(f"grpc://127.0.0.1:{server.port}", flush=True)
+    server.serve()
+
+
+def role_raw_producer(uri: str, batches: int) -> None:
+    batch = big_batch()
+    client = flight.FlightClient(uri)
+    start = time.monotonic()
+    writer, _ = client.do_put(flight.FlightDescriptor.for_path("push", "bench", "0"), batch.schema)
+    for _ in range(batches):
+        writer.write_batch(batch)
+    writer.done_writing()
+    writer.close()
+    print(json.dumps({"start": start, "end": time.monotonic()}), flush=True)
+
+
+def role_sink_producer(uri: str, batches: int, name: str) -> None:
+    from producers import Client
+
+    batch = big_batch()
+    start = time.monotonic()
+    with Client(uri).sink(name) as sink:
+        for _ in range(batches):
+            sink.write(batch)
+    print(json.dumps({"start": start, "end": time.monotonic()}), flush=True)
+
+
+def role_consumer(uri: str, name: str, stall_every: int, stall_s: float) -> None:
+    from producers import Client
+
+    client = Client(uri)
+    reader = client.flight.do_get(client.info(name).endpoints[0].ticket)
+    n = nbytes = 0
+    for chunk in reader:
+        n += 1
+        nbytes += chunk.data.nbytes
+        if stall_every and n % stall_every == 0:
+            time.sleep(stall_s)
+    print(json.dumps({"end": time.monotonic(), "batches": n, "bytes": nbytes}), flush=True)
+
+
+def role_latency_producer(uri: str, name: str, count: int, rate: float) -> None:
+    from producers import Client
+
+    start = time.monotonic()
+    with Client(uri).sink(name) as sink:
+        for i in range(count):
+            time.sleep(max(0.0, start + i / rate - time.monotonic()))
+            sink.write(pa.record_batch([pa.array([i]), pa.array([time.monotonic_ns()])], schema=LAT_SCHEMA))
+    print(json.dumps({"sent": count}), flush=True)
+
+
+def role_latency_consumer(uri: str, name: str) -> None:
+    from producers import Client
+
+    client = Client(uri)
+    lat_us = []
+    for chunk in client.flight.do_get(client.info(name).endpoints[0].ticket):
+        now = time.monotonic_ns()
+        lat_us.extend((now - s) / 1000 for s in chunk.data.column(1).to_pylist())
+    print(json.dumps({"lat_us": lat_us}), flush=True)
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+def spawn(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, env=env)
+
+
+def result(proc: subprocess.Popen, timeout: float = 600) -> dict:
+    out, _ = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{proc.args[2:]} failed with {proc.returncode}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def start_server(*cmd: str) -> tuple[subprocess.Popen, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, *cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=env)
+    uri = re.search(r"grpc://[\d.]+:\d+", proc.stdout.readline()).group(0)
+    return proc, uri
+
+
+def flight_paimon_server(warehouse: str) -> tuple[subprocess.Popen, str]:
+    return start_server("-m", "flight_server.cli", "--log-level", "warning", "serve", "--port", "0",
+                        "--warehouse", warehouse)
+
+
+def register(uri: str, name: str, schema: pa.Schema, capacity: int) -> None:
+    from producers import Client
+
+    Client(uri).register(name, schema, capacity=capacity)
+
+
+def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
+    mib = batches * big_batch().nbytes / 2**20
+    base, e2e = [], []
+    discard, discard_uri = start_server(__file__, "discard-server")
+    server, uri = flight_paimon_server(warehouse)
+    try:
+        for run in range(runs):
+            r = result(spawn("raw-producer", discard_uri, str(batches)))
+            base.append(mib / (r["end"] - r["start"]))
+            name = f"tp{run}"
+            register(uri, name, big_batch().schema, 16)
+            consumer = spawn("consumer", uri, name, "0", "0")
+            p = result(spawn("sink-producer", uri, str(batches), name))
+            c = result(consumer)
+            assert c["batches"] == batches, c
+            e2e.append(mib / (c["end"] - p["start"]))
+            print(f"  run {run}: raw do_put {base[-1]:.0f} MiB/s, end-to-end {e2e[-1]:.0f} MiB/s", file=sys.stderr)
+    finally:
+        discard.kill()
+        server.kill()
+    ratios = [e / b for e, b in zip(e2e, base)]
+    return {"batch_mib": big_batch().nbytes / 2**20, "mib_per_run": mib,
+            "baseline_mib_s": statistics.median(base), "end_to_end_mib_s": statistics.median(e2e),
+            "ratio": statistics.median(ratios), "ratios": [round(r, 3) for r in ratios]}
+
+
+def bench_latency(runs: int, count: int, warehouse: str) -> dict:
+    p50s, p99s = [], []
+    server, uri = flight_paimon_server(warehouse)
+    try:
+        for run in range(runs):
+            name = f"lat{run}"
+            register(uri, name, LAT_SCHEMA, 16)
+            consumer = spawn("latency-consumer", uri, name)
+            result(spawn("latency-producer", uri, name, str(count), "1000"))
+            lat = sorted(result(consumer)["lat_us"])
+            assert len(lat) == count
+            p50s.append(lat[len(lat) // 2] / 1000)
+            p99s.append(lat[int(len(lat) * 0.99)] / 1000)
+            print(f"  run {run}: p50 {p50s[-1]:.2f} ms, p99 {p99s[-1]:.2f} ms", file=sys.stderr)
+    finally:
+        server.kill()
+    return {"rate_per_s": 1000, "batches_per_run": count,
+            "p50_ms": statistics.median(p50s), "p99_ms": statistics.median(p99s),
+            "p99_runs_ms": [round(v, 2) for v in p99s]}
+
+
+def bench_rss(gib: float, capacity: int, warehouse: str) -> dict:
+    import psutil
+
+    batches = int(gib * 1024 / 4)
+    server, uri = flight_paimon_server(warehouse)
+    try:
+        register(uri, "rss", big_batch().schema, capacity)
+        ps = psutil.Process(server.pid)
+        idle = ps.memory_info().rss
+        peak, stop = [idle], threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], ps.memory_info().rss)
+                time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        # The consumer stalls 1 s after every 128 batches: the producer keeps pushing into a full log.
+        consumer = spawn("consumer", uri, "rss", "128", "1.0")
+        result(spawn("sink-producer", uri, str(batches), "rss"), timeout=1800)
+        c = result(consumer, timeout=1800)
+        stop.set()
+        sampler.join()
+    finally:
+        server.kill()
+    bound = capacity * big_batch().nbytes + 100 * 2**20
+    return {"pushed_gib": c["bytes"] / 2**30, "capacity": capacity, "idle_rss_mib": idle / 2**20,
+            "peak_rss_mib": peak[0] / 2**20, "growth_mib": (peak[0] - idle) / 2**20,
+            "bound_growth_mib": bound / 2**20}
+
+
+def main() -> None:
+    roles = {"discard-server": role_discard_server, "raw-producer": lambda u, n: role_raw_producer(u, int(n)),
+             "sink-producer": lambda u, n, t: role_sink_producer(u, int(n), t),
+             "consumer": lambda u, t, e, s: role_consumer(u, t, int(e), float(s)),
+             "latency-producer": lambda u, t, c, r: role_latency_producer(u, t, int(c), float(r)),
+             "latency-consumer": role_latency_consumer}
+    if len(sys.argv) > 1 and sys.argv[1] in roles:
+        roles[sys.argv[1]](*sys.argv[2:])
+        return
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--gib", type=float, default=1.0, help="data per throughput run")
+    p.add_argument("--rss-gib", type=float, default=4.0, help="data pushed in the RSS run")
+    p.add_argument("--latency-batches", type=int, default=3000)
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as wh:
+        print("throughput ...", file=sys.stderr)
+        out = {"throughput": bench_throughput(args.runs, int(args.gib * 256), wh)}
+        print("latency ...", file=sys.stderr)
+        out["latency"] = bench_latency(args.runs, args.latency_batches, wh)
+        print("rss ...", file=sys.stderr)
+        out["rss"] = bench_rss(args.rss_gib, 16, wh)
+    text = json.dumps(out, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
