@@ -102,12 +102,8 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def command(self, start: int, end: int) -> dict:
         """The server command for the batch (start, end]: deterministic for any replay."""
         if self.full_start and start == 0:
-            command = {"snapshot": end}
-        else:
-            command = {"from_snapshot": start, "to_snapshot": end}
-        if self.opts.consumer_id:
-            command["consumer_id"] = self.opts.consumer_id
-        return command
+            return {"snapshot": end}
+        return {"from_snapshot": start, "to_snapshot": end}
 
     def partitions(self, start: dict, end: dict) -> list[EndpointPartition]:
         a, b = start["snapshot"], end["snapshot"]
