@@ -90,3 +90,14 @@ def split_sort_key(split) -> tuple:
     partition = tuple(str(v) for v in (split.partition.values if split.partition is not None else ()))
     first = min((f.file_name for f in split.files), default="")
     return partition, split.bucket, first
+
+
+def earliest_snapshot_id(snapshot_manager) -> int | None:
+    """The earliest snapshot id, None when there is none (pypaimon raises on an empty table)."""
+    if snapshot_manager.get_latest_snapshot() is None:
+        return None
+    try:
+        snap = snapshot_manager.try_get_earliest_snapshot()
+    except RuntimeError:  # snapshot files listed but gone: treat as none visible yet
+        return None
+    return None if snap is None else snap.id

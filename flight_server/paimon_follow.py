@@ -30,24 +30,24 @@ _WAIT_SLICE_S = 0.02  # how often a waiting follow re-checks for a gone client
 def start_position(scope, req: PaimonRequest, latest_id: int | None) -> dict:
     """Pin the follow's start into the ticket: an optional full scan, then the first delta."""
     sm = scope.table.snapshot_manager()
-    earliest = sm.try_get_earliest_snapshot() if latest_id is not None else None
+    earliest = compat.earliest_snapshot_id(sm) if latest_id is not None else None
     full, nxt = None, (latest_id or 0) + 1
     if req.start == "latest-full":
         full = latest_id
     elif req.start == "earliest" and earliest is not None:
         # Deltas from snapshot 1 replay every commit in order; once early snapshots have
         # expired, the earliest one's full content stands in for them.
-        full, nxt = (None, 1) if earliest.id == 1 else (earliest.id, earliest.id + 1)
+        full, nxt = (None, 1) if earliest == 1 else (earliest, earliest + 1)
     elif req.start_snapshot is not None:
         n = req.start_snapshot
         if n > nxt:
             raise NotFound(
                 f"Follow of Paimon table {req.table!r} cannot start at snapshot {n}: the latest is "
                 f"{latest_id}; start at most at snapshot:{nxt}.", table=req.table, snapshot=n)
-        if earliest is not None and n < earliest.id:
+        if earliest is not None and n < earliest:
             raise NotFound(
                 f"Follow of Paimon table {req.table!r} cannot start at snapshot {n}: it has expired; "
-                f"the earliest is {earliest.id}.", table=req.table, snapshot=n)
+                f"the earliest is {earliest}.", table=req.table, snapshot=n)
         nxt = n
     return {"m": "follow", "full": full, "next": nxt}
 
@@ -107,11 +107,11 @@ def _save(table, cid: str | None, next_snapshot: int) -> None:
 
 
 def _check_not_expired(name: str, sm, nxt: int) -> None:
-    earliest = sm.try_get_earliest_snapshot()
-    if earliest is not None and earliest.id > nxt:
+    earliest = compat.earliest_snapshot_id(sm)
+    if earliest is not None and earliest > nxt:
         raise NotFound(
             f"Follow of Paimon table {name!r} needs snapshot {nxt}, which has expired (the earliest is "
-            f"{earliest.id}); restart the follow from 'latest-full' or a fresh consumer_id.",
+            f"{earliest}); restart the follow from 'latest-full' or a fresh consumer_id.",
             table=name, snapshot=nxt)
 
 

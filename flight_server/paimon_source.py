@@ -121,14 +121,14 @@ class Scope:
 
 
 def _missing_snapshot(name: str, snapshot_id: int, sm) -> str:
-    latest, earliest = sm.get_latest_snapshot(), sm.try_get_earliest_snapshot()
+    latest, earliest = sm.get_latest_snapshot(), compat.earliest_snapshot_id(sm)
     if latest is None:
         return f"Snapshot {snapshot_id} of Paimon table {name!r} does not exist: the table has no snapshot yet."
     if snapshot_id > latest.id:
         return (f"Snapshot {snapshot_id} of Paimon table {name!r} does not exist yet: the latest is {latest.id}; "
                 "use latest_snapshot to find it.")
     return (f"Snapshot {snapshot_id} of Paimon table {name!r} has expired or never existed: "
-            f"snapshots {earliest.id if earliest else '?'}..{latest.id} are available.")
+            f"snapshots {earliest or '?'}..{latest.id} are available.")
 
 
 def _predicate(table, req: PaimonRequest):
@@ -175,6 +175,7 @@ class PaimonSource:
         self._catalog = None
         self._lock = threading.Lock()
         self.stopping = threading.Event()
+        self.open_follows = 0  # follow streams still running: a gone client must bring this down
 
     def catalog(self):
         with self._lock:
@@ -264,10 +265,21 @@ class PaimonSource:
         req = PaimonRequest(**_request_args(ticket["r"]))
         scope = Scope(self.table(req.table), req)
         if ticket["m"] == "follow":
-            return scope.schema, paimon_follow.follow(scope, ticket, is_cancelled, self.stopping)
+            return scope.schema, self._counted(paimon_follow.follow(scope, ticket, is_cancelled, self.stopping))
         if ticket["m"] == "delta":
             return scope.schema, _delta(scope, ticket)
         return scope.schema, _snapshot(scope, ticket)
+
+
+    def _counted(self, stream: Iterator) -> Iterator:
+        with self._lock:
+            self.open_follows += 1
+        try:
+            yield from stream
+        finally:
+            stream.close()
+            with self._lock:
+                self.open_follows -= 1
 
 
 def _request_args(raw: dict) -> dict:

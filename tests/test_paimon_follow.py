@@ -1,0 +1,190 @@
+"""Live follow reads: every committed row once, in commit order per bucket, resumable by consumer_id."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow.flight as flight
+import pytest
+
+from producers import Client
+from tests.conftest import ServerProcess
+from tests.paimon_tables import Follower, Warehouse, command, info, rows
+
+POLL = {"poll_interval_ms": 50}
+
+
+@pytest.fixture
+def wh(warehouse):
+    return Warehouse(warehouse)
+
+
+def _ids(received) -> list[int]:
+    return [i for _, b in received for i in b.column("id").to_pylist()]
+
+
+def test_follow_started_before_commits_gets_every_row_once_in_commit_order(wh, client):
+    t = wh.create("orders", buckets=2)
+    fi = info(client, command({"table": t, "follow": True, **POLL}))  # no snapshot yet: waits for the first
+    assert len(fi.endpoints) == 2
+    followers = [Follower(client, ep) for ep in fi.endpoints]
+    try:
+        for i in range(5):
+            wh.commit(t, rows(i * 100, 100))
+        received = []
+        for f in followers:
+            f.drain_for(0.1)
+        deadline = time.monotonic() + 30
+        while sum(len(_ids(f.received)) for f in followers) < 500 and time.monotonic() < deadline:
+            for f in followers:
+                f.drain_for(0.05)
+        for f in followers:
+            f.drain_for(0.3)  # nothing more may arrive: no duplicates
+            snaps = [s for s, _ in f.received]
+            assert snaps == sorted(snaps), "commit order within a bucket"
+            for s, batch in f.received:  # snapshot s committed ids (s-1)*100 .. s*100-1
+                assert all((s - 1) * 100 <= i < s * 100 for i in batch.column("id").to_pylist())
+            received += _ids(f.received)
+        assert sorted(received) == list(range(500))
+    finally:
+        for f in followers:
+            f.cancel()
+
+
+def test_follow_latest_full_then_deltas_with_bucket_filter_from_the_first_plan(wh, client):
+    t = wh.create("orders", buckets=4)
+    wh.commit(t, rows(0, 400))
+    _, per_bucket = None, {}
+    for b in range(4):
+        bi = info(client, command({"table": t, "buckets": [b]}))
+        per_bucket[b] = {i for ep in bi.endpoints for c in client.flight.do_get(ep.ticket, options=client.options())
+                         for i in c.data.column("id").to_pylist()}
+    fi = info(client, command({"table": t, "follow": True, "buckets": [2], **POLL}))
+    assert len(fi.endpoints) == 1
+    f = Follower(client, fi.endpoints[0])
+    try:
+        first = f.wait_rows(len(per_bucket[2]))
+        assert set(_ids(first)) == per_bucket[2]  # the initial full plan is bucket-filtered too
+        wh.commit(t, rows(0, 400, "again"))  # same ids land in the same buckets
+        got = f.wait_rows(2 * len(per_bucket[2]))
+        f.drain_for(0.3)
+        assert sorted(_ids(f.received)) == sorted(list(per_bucket[2]) * 2)
+        assert [s for s, _ in got][-1] == 2
+    finally:
+        f.cancel()
+
+
+def test_follow_from_latest_skips_existing_rows_and_from_earliest_replays_all(wh, client):
+    t = wh.create("orders", buckets=1)
+    wh.commit(t, rows(0, 10))
+    wh.commit(t, rows(10, 10))
+    latest = Follower(client, info(client, command({"table": t, "follow": True, "start": "latest", **POLL})).endpoints[0])
+    earliest = Follower(client, info(client, command({"table": t, "follow": True, "start": "earliest", **POLL})).endpoints[0])
+    from_2 = Follower(client, info(client, command({"table": t, "follow": True, "start": "snapshot:2", **POLL})).endpoints[0])
+    try:
+        wh.commit(t, rows(20, 10))
+        assert sorted(_ids(latest.wait_rows(10))) == list(range(20, 30))
+        assert [s for s, _ in earliest.wait_rows(30)] == [1, 2, 3]
+        assert sorted(_ids(from_2.wait_rows(20))) == list(range(10, 30))
+    finally:
+        for f in (latest, earliest, from_2):
+            f.cancel()
+
+
+def test_cancelled_follow_ends_its_server_stream(wh, client, server):
+    t = wh.create("orders", buckets=2)
+    fi = info(client, command({"table": t, "follow": True, **POLL}))
+    followers = [Follower(client, ep) for ep in fi.endpoints]
+    deadline = time.monotonic() + 5
+    while server.server.paimon.open_follows < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.server.paimon.open_follows == 2
+    wh.commit(t, rows(0, 10))
+    for f in followers:
+        f.cancel()
+    deadline = time.monotonic() + 5
+    while server.server.paimon.open_follows and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.server.paimon.open_follows == 0
+
+
+def test_killed_server_resumes_follow_by_consumer_id_without_skipping(wh, warehouse):
+    t = wh.create("orders", buckets=2)
+    wh.commit(t, rows(0, 100))
+    cmd = command({"table": t, "follow": True, "consumer_id": "job1", **POLL})
+    proc = ServerProcess(warehouse)
+    client = Client(proc.uri, timeout=10)
+    seen: dict[int, set[int]] = {}
+    try:
+        followers = [Follower(client, ep) for ep in info(client, cmd).endpoints]
+        total = 100
+        for i in range(1, 4):
+            wh.commit(t, rows(i * 100, 100))
+            total += 100
+            while sum(len(_ids(f.received)) for f in followers) < total:
+                for f in followers:
+                    f.wait_rows(0, timeout=1)
+                    f.drain_for(0.05)
+        time.sleep(0.3)  # idle for a few polls, as a real follow would be
+        for b, f in enumerate(followers):
+            seen[b] = {s for s, _ in f.received}
+        proc.proc.kill()  # SIGKILL: no chance to save anything more
+        proc.proc.wait(10)
+        client.close()
+        wh.commit(t, rows(400, 100))  # lands while no server runs
+        proc = ServerProcess(warehouse)
+        client = Client(proc.uri, timeout=10)
+        followers = [Follower(client, ep) for ep in info(client, cmd).endpoints]
+        wh.commit(t, rows(500, 100))
+        after = []
+        deadline = time.monotonic() + 30
+        while not all({5, 6} <= {s for s, _ in f.received} for f in followers if f.received) and time.monotonic() < deadline:
+            for f in followers:
+                f.drain_for(0.05)
+        for b, f in enumerate(followers):
+            f.drain_for(0.2)
+            snaps = [s for s, _ in f.received]
+            last_before = max(seen[b])
+            assert snaps and min(snaps) >= last_before, f"bucket {b} re-read more than its last snapshot"
+            assert min(snaps) <= last_before + 1 or min(snaps) == 5
+            assert {5, 6} <= set(snaps), f"bucket {b} skipped a snapshot: {snaps}"
+            after += _ids(f.received)
+        assert set(after) >= set(range(400, 600))
+        for f in followers:
+            f.cancel()
+    finally:
+        client.close()
+        proc.stop()
+
+
+def test_follow_of_a_primary_key_table_with_changelog_row_kinds(wh, client):
+    t = wh.create("users", buckets=1, primary_keys=["id"])
+    fi = info(client, command({"table": t, "follow": True, "changelog": True, **POLL}))
+    assert fi.schema.names[0] == "_row_kind"
+    f = Follower(client, fi.endpoints[0])
+    try:
+        wh.commit(t, rows(0, 5, "a"))
+        wh.commit(t, rows(0, 5, "b"))
+        got = f.wait_rows(10)
+        assert [s for s, _ in got] == [1, 2]
+        assert got[1][1].column("name").to_pylist() == [f"b{i}" for i in range(5)]
+        assert set(got[1][1].column("_row_kind").to_pylist()) == {"+I"}
+    finally:
+        f.cancel()
+
+
+def test_server_shutdown_ends_follow_with_an_error(wh, warehouse):
+    from tests.conftest import RunningServer
+
+    t = wh.create("orders", buckets=1)
+    running = RunningServer(warehouse)
+    client = Client(running.uri, timeout=10)
+    try:
+        f = Follower(client, info(client, command({"table": t, "follow": True, **POLL})).endpoints[0])
+        time.sleep(0.2)
+        running.server.close_streams("test shutdown")
+        f.thread.join(10)
+        assert isinstance(f.error, flight.FlightError) and "shutting down" in str(f.error)
+    finally:
+        client.close()
+        running.stop()
