@@ -65,15 +65,21 @@ export class PushStream {
     this.sentSchema = false;
     this.acked = -1;
     this.error = null;
+    this.pending = null;
     this.finished = new Promise((resolve) => {
       this.call.on('data', (result) => {
         this.acked = JSON.parse(Buffer.from(result.app_metadata).toString('utf8')).seq;
         onAck(this.acked);
       });
-      this.call.on('error', (err) => { this.error = new FlightError(err); resolve(); });
+      const settle = () => {
+        // A refused stream may never call a pending write back: its end settles that wait.
+        this.pending?.(this.error ?? new Error('the DoPut stream ended before the write was taken'));
+        resolve();
+      };
+      this.call.on('error', (err) => { this.error = new FlightError(err); settle(); });
       this.call.on('status', (status) => {
         if (status.code !== grpc.status.OK && !this.error) this.error = new FlightError(status);
-        resolve();
+        settle();
       });
     });
   }
@@ -105,13 +111,10 @@ export class PushStream {
 
   _write(message) {
     if (this.error) return Promise.reject(this.error);
-    // A refused stream may never call back: the stream's end settles the wait instead.
+    // Writes are awaited one at a time, so one pending slot is enough.
     return new Promise((resolve, reject) => {
-      let settled = false;
-      this.call.write(message, () => { settled = true; resolve(); });
-      this.finished.then(() => {
-        if (!settled) reject(this.error ?? new Error('the DoPut stream ended before the write was taken'));
-      });
+      this.pending = reject;
+      this.call.write(message, () => { this.pending = null; resolve(); });
     });
   }
 }
