@@ -115,8 +115,15 @@ def cmd_tail(args) -> int:
     client = _client(args)
     if args.target.startswith("push:"):
         info = client.info(args.target[len("push:"):])
+    elif args.target.count(".") == 1:
+        cmd = {"table": args.target, "follow": True, "start": args.start,
+               "poll_interval_ms": args.poll_interval_ms}
+        if args.consumer_id:
+            cmd["consumer_id"] = args.consumer_id
+        info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
+                                              options=client.options())
     else:
-        raise SystemExit(f"flight_cli tail: target {args.target!r} is not push:NAME.")
+        raise SystemExit(f"flight_cli tail: target {args.target!r} is neither push:NAME nor DB.TABLE.")
     printer = _Printer(args.format, args.limit)
     results: queue.Queue = queue.Queue(maxsize=8)
     done = object()
@@ -175,8 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     client_args(p)
     p.set_defaults(func=cmd_register)
 
-    p = sub.add_parser("tail", help="print rows of push:NAME as they arrive")
-    p.add_argument("target", help="push:NAME")
+    p = sub.add_parser("tail", help="print rows of push:NAME or of Paimon table DB.TABLE as they arrive")
+    p.add_argument("target", help="push:NAME or DB.TABLE")
+    p.add_argument("--from", dest="start", default="latest",
+                   help="Paimon start: latest | latest-full | earliest | snapshot:N (default latest)")
+    p.add_argument("--consumer-id", help="Paimon consumer id: resume where it stopped")
+    p.add_argument("--poll-interval-ms", type=int, default=100, help="Paimon snapshot poll interval")
     p.add_argument("--format", choices=["table", "jsonl"], default="table")
     p.add_argument("--limit", type=int)
     client_args(p)

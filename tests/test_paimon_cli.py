@@ -1,0 +1,42 @@
+"""`flight_cli tail DB.TABLE` prints a Paimon table's rows as commits land."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT, child_env
+from tests.paimon_tables import Warehouse, rows
+
+
+def tail(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", *args, "--format", "jsonl"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
+
+
+def test_tail_prints_rows_as_commits_land_and_resumes_by_consumer_id(warehouse, server_process):
+    wh = Warehouse(warehouse)
+    t = wh.create("orders", buckets=2)
+    wh.commit(t, rows(0, 10))
+    uri = server_process.uri
+    first = tail(t, "--from", "earliest", "--consumer-id", "cli1", "--limit", "30", "--uri", uri)
+    wh.commit(t, rows(10, 10))
+    wh.commit(t, rows(20, 10))
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert sorted(json.loads(line)["id"] for line in out.splitlines()) == list(range(30))
+    assert "30 rows" in err
+    wh.commit(t, rows(30, 10))
+    # The consumer resumes after what it read (repeating at most its last snapshot).
+    second = tail(t, "--from", "earliest", "--consumer-id", "cli1", "--limit", "10", "--uri", uri)
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    ids = [json.loads(line)["id"] for line in out.splitlines()]
+    assert len(ids) == 10 and all(20 <= i < 40 for i in ids), ids  # never from the start again
+
+
+def test_tail_of_unknown_table_fails_clearly(server_process):
+    proc = tail("db.ghost", "--uri", server_process.uri)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "'db.ghost' does not exist" in err
