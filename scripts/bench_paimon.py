@@ -1,0 +1,192 @@
+"""Benchmark Paimon reads through flight-paimon against pypaimon itself, measured in the same run.
+
+1. Append table, 4 buckets: one consumer process per endpoint in parallel through a
+   `flight_cli serve` process vs pypaimon reading the same table in one process.
+2. Primary-key table: merged read rows/s, pypaimon alone and through Flight.
+3. Follow latency: commit returned -> first row at a consumer polling every 100 ms.
+
+Usage: .venv/bin/python scripts/bench_paimon.py [--rows 2000000] [--pk-rows 200000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from pypaimon import CatalogFactory, Schema  # noqa: E402
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),
+                    ("region", pa.string()), ("ts", pa.int64())])
+
+
+def make_rows(start: int, n: int) -> pa.Table:
+    ids = pa.array(range(start, start + n), pa.int64())
+    return pa.table({"id": ids, "name": pa.array([f"customer-{i % 100000}" for i in range(start, start + n)]),
+                     "amount": pa.array([i * 0.25 for i in range(start, start + n)], pa.float64()),
+                     "region": pa.array([("eu", "us", "apac")[i % 3] for i in range(start, start + n)]),
+                     "ts": ids}, schema=SCHEMA)
+
+
+def write_table(catalog, name, rows, primary_keys=None, chunk=500_000, versions=1):
+    """`versions` > 1 rewrites every key again, so a primary-key read has to merge."""
+    opts = {"bucket": "4"} if primary_keys else {"bucket": "4", "bucket-key": "id"}
+    catalog.create_table(name, Schema.from_pyarrow_schema(SCHEMA, primary_keys=primary_keys, options=opts), False)
+    t = catalog.get_table(name)
+    for start in [s for _ in range(versions) for s in range(0, rows, chunk)]:
+        wb = t.new_batch_write_builder()
+        w, c = wb.new_write(), wb.new_commit()
+        w.write_arrow(make_rows(start, min(chunk, rows - start)))
+        c.commit(w.prepare_commit())
+        w.close()
+        c.close()
+
+
+def pypaimon_read(catalog, name, options=None) -> tuple[float, int]:
+    t = catalog.get_table(name).copy({"read.batch-size": "65536", **(options or {})})
+    rb = t.new_read_builder()
+    start = time.perf_counter()
+    n = sum(b.num_rows for b in rb.new_read().to_arrow_batch_reader(rb.new_scan().plan().splits()))
+    return time.perf_counter() - start, n
+
+
+def _consumer(uri, ticket, ready, go, out):
+    client = flight.FlightClient(uri)
+    client.list_actions(options=flight.FlightCallOptions(timeout=30))  # connected before the clock starts
+    ready.put(1)
+    go.wait()
+    n = 0
+    for chunk in client.do_get(flight.Ticket(ticket), options=flight.FlightCallOptions(timeout=300)):
+        n += chunk.data.num_rows
+    out.put(n)
+
+
+def flight_parallel(uri, table) -> tuple[float, int, int]:
+    """Wall time from go to the last consumer done; consumers are started (and connected) before go."""
+    client = flight.FlightClient(uri)
+    fi = client.get_flight_info(flight.FlightDescriptor.for_path("paimon", table),
+                                options=flight.FlightCallOptions(timeout=60))
+    ctx = mp.get_context("spawn")
+    go, ready, out = ctx.Event(), ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_consumer, args=(uri, ep.ticket.ticket, ready, go, out)) for ep in fi.endpoints]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=120)
+    start = time.perf_counter()
+    go.set()
+    n = sum(out.get(timeout=300) for _ in procs)
+    elapsed = time.perf_counter() - start
+    for p in procs:
+        p.join(30)
+    return elapsed, n, len(fi.endpoints)
+
+
+def follow_latency(uri, catalog, name, commits) -> list[float]:
+    catalog.create_table(name, Schema.from_pyarrow_schema(SCHEMA, options={"bucket": "-1"}), False)
+    t = catalog.get_table(name)
+    client = flight.FlightClient(uri)
+    cmd = {"table": name, "follow": True, "start": "latest", "poll_interval_ms": 100}
+    fi = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
+                                options=flight.FlightCallOptions(timeout=30))
+    reader = client.do_get(fi.endpoints[0].ticket, options=flight.FlightCallOptions(timeout=120))
+    seen: dict[int, float] = {}
+
+    def pull():
+        try:
+            while True:
+                chunk = reader.read_chunk()
+                sid = json.loads(chunk.app_metadata.to_pybytes())["snapshot"]
+                seen.setdefault(sid, time.perf_counter())
+        except (StopIteration, flight.FlightError):
+            pass
+
+    threading.Thread(target=pull, daemon=True).start()
+    time.sleep(0.5)
+    committed: dict[int, float] = {}
+    for i in range(commits):
+        wb = t.new_batch_write_builder()
+        w, c = wb.new_write(), wb.new_commit()
+        w.write_arrow(make_rows(i * 100, 100))
+        c.commit(w.prepare_commit())
+        committed[t.snapshot_manager().get_latest_snapshot().id] = time.perf_counter()
+        w.close()
+        c.close()
+        time.sleep(0.13)  # commits land at arbitrary points of the poll cycle
+    deadline = time.time() + 10
+    while len(seen) < len(committed) and time.time() < deadline:
+        time.sleep(0.05)
+    reader.cancel()
+    return [(seen[s] - committed[s]) * 1000 for s in committed if s in seen]
+
+
+def pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--pk-rows", type=int, default=200_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--commits", type=int, default=60)
+    ap.add_argument("--native", action="store_true", help="also time read.native.enabled (pypaimon-rust)")
+    args = ap.parse_args()
+    wh = tempfile.mkdtemp(prefix="bench-paimon-")
+    catalog = CatalogFactory.create({"warehouse": wh})
+    catalog.create_database("bench", True)
+    t0 = time.perf_counter()
+    write_table(catalog, "bench.append", args.rows)
+    write_table(catalog, "bench.pk", args.pk_rows, primary_keys=["id"], versions=2)
+    print(f"wrote tables in {time.perf_counter() - t0:.1f}s ({wh})", flush=True)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    server = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "--log-level", "warning", "serve",
+                               "--port", "0", "--warehouse", wh], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, env=env, cwd=ROOT)
+    uri = re.search(r"grpc://[\d.]+:\d+", server.stdout.readline()).group(0)
+    results = {}
+    try:
+        base = [pypaimon_read(catalog, "bench.append") for _ in range(args.runs)]
+        par = [flight_parallel(uri, "bench.append") for _ in range(args.runs)]
+        assert all(n == args.rows for _, n in base) and all(n == args.rows for _, n, _ in par)
+        b, f = statistics.median(t for t, _ in base), statistics.median(t for t, _, _ in par)
+        results["append"] = dict(rows=args.rows, endpoints=par[0][2], pypaimon_s=b, flight_s=f, ratio=b / f,
+                                 pypaimon_rows_s=args.rows / b, flight_rows_s=args.rows / f)
+        pk = [pypaimon_read(catalog, "bench.pk") for _ in range(args.runs)]
+        pkf = [flight_parallel(uri, "bench.pk") for _ in range(args.runs)]
+        pb, pf = statistics.median(t for t, _ in pk), statistics.median(t for t, _, _ in pkf)
+        results["pk"] = dict(rows=args.pk_rows, pypaimon_rows_s=args.pk_rows / pb, flight_rows_s=args.pk_rows / pf)
+        if args.native:
+            try:
+                nat = [pypaimon_read(catalog, "bench.pk", {"read.native.enabled": "true"}) for _ in range(args.runs)]
+                results["pk"]["native_rows_s"] = args.pk_rows / statistics.median(t for t, _ in nat)
+                results["pk"]["native_rows"] = nat[0][1]
+            except Exception as e:  # a missing or incompatible pypaimon-rust: say so, do not fail the run
+                results["pk"]["native_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        lat = follow_latency(uri, catalog, "bench.follow", args.commits)
+        results["follow"] = dict(commits=args.commits, delivered=len(lat), p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
+                                 max_ms=max(lat))
+    finally:
+        server.kill()
+        server.wait(10)
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
