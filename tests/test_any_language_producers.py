@@ -196,3 +196,27 @@ def test_wrong_schema_is_refused_with_the_difference(producer, server, client):
              "--timeout", "30")
     assert ok.returncode == 0, ok.stderr
     assert_same_rows(read_table(client, "strict"), rows.table(2, 10))
+
+
+def test_killed_producer_fails_reader(producer, server, client):
+    client.register("killed", rows.SCHEMA, capacity=2)
+    p = Running(producer, "--uri", server.uri, "--table", "killed", "--batches", "24",
+                "--rows", "16000", "--timeout", "100")
+    try:
+        p.wait_until_stalled(quiet_s=2.0, deadline_s=60)
+        assert p.proc.poll() is None, f"the producer ended with no reader: {p.lines[-3:]}"
+    finally:
+        p.kill()  # SIGKILL: no clean end, no in-band error, just a broken stream
+
+    # The server notices the broken stream while blocked on the full log, with no reader needed.
+    end = time.monotonic() + 10
+    while (part := partition_stats(client, "killed"))["state"] != "failed" and time.monotonic() < end:
+        time.sleep(0.05)
+    assert part["state"] == "failed", f"a killed producer left the partition {part['state']!r}"
+    info = client.info("killed")
+    received: list[pa.RecordBatch] = []
+    with pytest.raises(flight.FlightError, match="broke"):
+        for batch in client.read_endpoint(info.endpoints[0], timeout=30):
+            received.append(batch)
+    # What was appended before the kill still arrives, then the error: never a clean short stream.
+    assert_same_rows(pa.Table.from_batches(received, schema=rows.SCHEMA), rows.table(2, 16000))
