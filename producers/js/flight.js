@@ -53,7 +53,7 @@ export class FlightError extends Error {
  * that stops reading stalls it: that is the backpressure a producer must feel.
  */
 export class PushStream {
-  constructor(uri, name, partition, { timeoutS = 120, onAck = () => {} } = {}) {
+  constructor(uri, name, partition, schema, { timeoutS = 120, onAck = () => {} } = {}) {
     const target = uri.replace(/^grpc(\+tcp)?:\/\//, '');
     const Service = loadService();
     this.client = new Service(target, grpc.credentials.createInsecure(), {
@@ -61,6 +61,7 @@ export class PushStream {
       'grpc.max_receive_message_length': -1,
     });
     this.path = ['push', name, String(partition)];
+    this.schema = schema;
     this.call = this.client.DoPut({ deadline: Date.now() + timeoutS * 1000 });
     this.sentSchema = false;
     this.acked = -1;
@@ -84,25 +85,33 @@ export class PushStream {
     });
   }
 
-  async writeBatch(batch) {
-    const messages = ipcMessages(tableToIPC(new Table([batch]), 'stream'));
-    for (const [i, { header, body }] of messages.entries()) {
-      if (i === 0 && this.sentSchema) continue; // each encoded table repeats the schema
-      const data = { data_header: asBuffer(header), data_body: asBuffer(body) };
-      if (i === 0) data.flight_descriptor = { type: 'PATH', path: this.path };
-      await this._write(data);
-    }
+  /** The stream's first message: the schema, with the descriptor naming the target partition. */
+  async _start() {
+    if (this.sentSchema) return;
     this.sentSchema = true;
+    const header = Message.encode(Message.from(this.schema));
+    await this._write({ flight_descriptor: { type: 'PATH', path: this.path }, data_header: asBuffer(header) });
+  }
+
+  async writeBatch(batch) {
+    await this._start();
+    // The encoded stream repeats the schema first; the server has it already.
+    const [, ...messages] = ipcMessages(tableToIPC(new Table([batch]), 'stream'));
+    for (const { header, body } of messages) {
+      await this._write({ data_header: asBuffer(header), data_body: asBuffer(body) });
+    }
   }
 
   /** Fail the partition in-band: its reader gets `message` as a Flight error. */
   async fail(message) {
+    await this._start();
     await this._write({ app_metadata: Buffer.from(JSON.stringify({ error: message })) });
     return this.close();
   }
 
   /** End the stream cleanly and wait for the server's last ack and status; throws its error. */
   async close() {
+    await this._start();
     this.call.end();
     await this.finished;
     this.client.close();

@@ -38,7 +38,7 @@ function options() {
 async function main() {
   const o = options();
   const schema = demoSchema({ wrongSchema: o.wrongSchema });
-  const stream = new PushStream(o.uri, o.table, o.partition, {
+  const stream = new PushStream(o.uri, o.table, o.partition, schema, {
     timeoutS: o.timeoutS, onAck: (seq) => console.log(`ack ${seq}`),
   });
   const count = o.failAfter === null ? o.batches : Math.min(o.failAfter, o.batches);
