@@ -101,3 +101,10 @@ def earliest_snapshot_id(snapshot_manager) -> int | None:
     except RuntimeError:  # snapshot files listed but gone: treat as none visible yet
         return None
     return None if snap is None else snap.id
+
+
+def arrow_schema(table) -> pa.Schema:
+    """The table's columns as Arrow types, for checking filter values."""
+    from pypaimon.schema.data_types import PyarrowFieldParser
+
+    return PyarrowFieldParser.from_paimon_schema(table.fields)

@@ -16,6 +16,7 @@ import structlog
 from flight_server import paimon_compat as compat
 from flight_server import paimon_follow
 from flight_server.errors import InvalidRequest, NotFound
+from flight_server.paimon_filter import build_predicate
 from flight_server.paimon_request import PaimonRequest
 
 log = structlog.get_logger(__name__)
@@ -24,9 +25,6 @@ BATCH_ROWS = 65536
 MAX_COUNTED_SNAPSHOTS = 64  # FlightInfo counts a delta's rows only when planning it stays cheap
 MAX_SPLIT_GROUPS = 16  # endpoints for a bucket=-1 snapshot read: enough parallelism for a Spark stage
 
-_PREDICATES = {"=": "equal", "!=": "not_equal", "<": "less_than", "<=": "less_or_equal",
-               ">": "greater_than", ">=": "greater_or_equal", "in": "is_in",
-               "is_null": "is_null", "is_not_null": "is_not_null"}
 
 
 @dataclass
@@ -57,7 +55,7 @@ class Scope:
         self.name = req.table
         self.req = req
         self.table = table.copy({"read.batch-size": str(BATCH_ROWS)})
-        self.predicate = _predicate(self.table, req)
+        self.predicate = build_predicate(self.table, req)
         if req.columns is not None:
             missing = [c for c in req.columns if c not in self.table.field_names]
             if missing:
@@ -129,42 +127,6 @@ def _missing_snapshot(name: str, snapshot_id: int, sm) -> str:
                 "use latest_snapshot to find it.")
     return (f"Snapshot {snapshot_id} of Paimon table {name!r} has expired or never existed: "
             f"snapshots {earliest or '?'}..{latest.id} are available.")
-
-
-def _predicate(table, req: PaimonRequest):
-    if not req.filter:
-        return None
-    pb = table.new_read_builder().new_predicate_builder()
-    fields = {f.name: f for f in table.fields}
-    arrow_types = {f.name: f.type for f in compat_schema(table)}
-    preds = []
-    for cond in req.filter:
-        column, op = cond[0], cond[1]
-        if column not in fields:
-            raise InvalidRequest(
-                f"Paimon table {req.table!r} has no column {column!r} (in 'filter'); "
-                f"its columns are {', '.join(fields)}."
-            )
-        args = [column]
-        if len(cond) == 3:
-            values = cond[2] if op == "in" else [cond[2]]
-            for v in values:
-                try:
-                    pa.scalar(v, arrow_types[column])
-                except (pa.ArrowException, TypeError, ValueError) as e:
-                    raise InvalidRequest(
-                        f"Paimon read of {req.table!r}: filter value {v!r} does not fit column {column!r} "
-                        f"of type {arrow_types[column]} ({e})."
-                    ) from e
-            args.append(cond[2])
-        preds.append(getattr(pb, _PREDICATES[op])(*args))
-    return preds[0] if len(preds) == 1 else pb.and_predicates(preds)
-
-
-def compat_schema(table) -> pa.Schema:
-    from pypaimon.schema.data_types import PyarrowFieldParser
-
-    return PyarrowFieldParser.from_paimon_schema(table.fields)
 
 
 class PaimonSource:
