@@ -91,7 +91,10 @@ def parse(raw: Mapping[str, str]) -> Options:
 def _uri(value: str | None) -> str:
     if not value:
         raise OptionError("flight-paimon needs the server's address: .option('uri', 'grpc://HOST:PORT').")
-    parsed = urlparse(value)
+    try:
+        parsed = urlparse(value)
+    except ValueError as e:
+        raise OptionError(f"Option 'uri' {value!r} is not a Flight address ({e}); use grpc://HOST:PORT.") from None
     if parsed.scheme not in _SCHEMES or not (parsed.hostname or parsed.scheme == "grpc+unix"):
         raise OptionError(
             f"Option 'uri' {value!r} is not a Flight address; use grpc://HOST:PORT "

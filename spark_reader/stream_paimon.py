@@ -21,6 +21,7 @@ from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import EndpointPartition, call, connect, paimon_info, partitions_of, read_partition
 from spark_reader.options import Options
 
+CONSUMER_PROGRESS, CONSUMER_COMMIT = "consumer_progress", "consumer_commit"  # server actions for consumer-id
 _MAX_ROW_PROBES = 1000  # snapshots inspected per trigger when admitting by row count
 
 
@@ -44,6 +45,12 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return result.get("snapshot_id") or 0
 
     def initialOffset(self) -> dict:
+        if self.opts.consumer_id:
+            # Like Paimon's connector: a consumer's recorded progress beats the scan mode.
+            body = {"table": self.opts.table, "consumer_id": self.opts.consumer_id}
+            progress = call(self.opts, "consumer_progress", self._c().action, CONSUMER_PROGRESS, body)
+            if progress.get("next_snapshot"):
+                return {"snapshot": progress["next_snapshot"] - 1}
         mode = self.opts.scan_mode
         if mode == "latest":
             return {"snapshot": self._latest()}
@@ -115,7 +122,12 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition, self.schema)
 
     def commit(self, end: dict) -> None:
-        """Nothing to free: snapshots are immutable, and offsets live in Spark's checkpoint."""
+        # Offsets live in Spark's checkpoint; a consumer id also records them in the table, so
+        # Paimon keeps those snapshots and a query without the checkpoint resumes there.
+        if self.opts.consumer_id:
+            body = {"table": self.opts.table, "consumer_id": self.opts.consumer_id,
+                    "next_snapshot": end["snapshot"] + 1}
+            call(self.opts, "consumer_commit", self._c().action, CONSUMER_COMMIT, body)
 
     def stop(self) -> None:
         if self._client is not None:

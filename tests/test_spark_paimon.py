@@ -151,3 +151,12 @@ def test_available_now_reads_all_that_exists_and_stops(fp, server, paimon, tmp_p
     batches = [sorted(ids) for ids in by_batch.values() if ids]
     assert sorted(i for ids in batches for i in ids) == list(range(100, 400))
     assert len(batches) == 3
+
+
+@pytest.mark.timeout(120)
+def test_consumer_id_without_server_support_is_refused_at_load(fp, server, paimon):
+    table = paimon.create("consumed", buckets=1)
+    paimon.commit(table, rows(0, 10))
+    with pytest.raises(Exception, match="needs the server actions consumer_commit, consumer_progress"):
+        fp.readStream.format("flight-paimon").option("uri", server.uri).option("table", table) \
+            .option("consumer-id", "spark-1").load()

@@ -1,0 +1,178 @@
+"""Spark benchmark: flight-paimon vs spark.read.parquet on one Paimon table; push-to-foreachBatch latency.
+
+    .venv/bin/python scripts/bench_spark.py [--rows 4000000] [--runs 3] [--latency-s 20] [--json out.json]
+
+1. An aggregation over an append Paimon table (bucket=-1, written by pypaimon in 4 commits, so
+   4 data files and 4 flight-paimon partitions),
+   read through flight-paimon and, in the same SparkSession, with spark.read.parquet on the
+   table's own data files. The query touches every column, so parquet cannot skip any.
+   Median wall time of `--runs` runs after one warm-up each; ratio = flight / parquet.
+2. Latency from a producer's TableSink.write of a one-row batch to the row seen inside
+   foreachBatch of a readStream over the push table, trigger processingTime 200 ms: p50/p99.
+   Producer and foreachBatch run in this process, so one clock times both ends.
+The server runs as a separate `flight_cli serve` process, as it does in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from producers import Client  # noqa: E402
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
+# Small split targets make each data file its own split, so a bucket=-1 table plans one
+# endpoint per file (up to the server's 16 groups) instead of one for the whole table.
+TABLE_OPTIONS = {"bucket": "-1", "source.split.target-size": "8mb"}
+QUERY = "SELECT region, count(*) AS n, sum(amount) AS total, max(id) AS top, min(name) AS first FROM t GROUP BY region"
+
+
+def start_server(warehouse: str) -> tuple[subprocess.Popen, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--warehouse", warehouse],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+    match = re.search(r"grpc://[\d.]+:\d+", proc.stdout.readline())
+    if not match:
+        proc.kill()
+        raise SystemExit("the server did not start")
+    return proc, match.group(0)
+
+
+def write_table(warehouse: str, rows: int, commits: int = 4) -> str:
+    from pypaimon import CatalogFactory, Schema
+
+    catalog = CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("bench", True)
+    catalog.create_table("bench.orders", Schema.from_pyarrow_schema(SCHEMA, options=TABLE_OPTIONS), False)
+    table = catalog.get_table("bench.orders")
+    regions = pa.array(["eu", "us", "apac", "latam"])
+    per = rows // commits
+    for c in range(commits):
+        ids = pa.array(range(c * per, (c + 1) * per), pa.int64())
+        data = pa.table({
+            "id": ids,
+            "name": pc.binary_join_element_wise("n", pc.cast(ids, pa.string()), ""),
+            "amount": pc.multiply(pc.cast(ids, pa.float64()), 0.25),
+            "region": regions.take(pc.bit_wise_and(ids, 3)),
+        }, schema=SCHEMA)
+        wb = table.new_batch_write_builder()
+        writer, committer = wb.new_write(), wb.new_commit()
+        writer.write_arrow(data)
+        committer.commit(writer.prepare_commit())
+        writer.close()
+        committer.close()
+    return "bench.orders"
+
+
+def timed(spark, df, runs: int) -> tuple[float, list]:
+    df.createOrReplaceTempView("t")
+    result = spark.sql(QUERY).collect()  # warm-up: JVM, Python workers, page cache
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        spark.sql(QUERY).collect()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), sorted(map(tuple, result))
+
+
+def bench_scan(spark, uri: str, warehouse: str, rows: int, runs: int) -> dict:
+    t0 = time.perf_counter()
+    table = write_table(warehouse, rows)
+    write_s = time.perf_counter() - t0
+    files = sorted(glob.glob(f"{warehouse}/bench.db/orders/**/*.parquet", recursive=True))
+    if not files:
+        raise SystemExit(f"no parquet data files under {warehouse}/bench.db/orders")
+    flight_df = spark.read.format("flight-paimon").option("uri", uri).option("table", table).load()
+    parquet_df = spark.read.parquet(*files)
+    flight_s, flight_result = timed(spark, flight_df, runs)
+    parquet_s, parquet_result = timed(spark, parquet_df, runs)
+    assert flight_result == parquet_result, "the two reads disagree"
+    return {"rows": rows, "data_files": len(files), "flight_partitions": flight_df.rdd.getNumPartitions(),
+            "pypaimon_write_s": round(write_s, 2), "flight_median_s": round(flight_s, 3),
+            "parquet_median_s": round(parquet_s, 3), "ratio": round(flight_s / parquet_s, 2)}
+
+
+def bench_latency(spark, uri: str, seconds: float, checkpoint: str) -> dict:
+    schema = pa.schema([("seq", pa.int64()), ("sent", pa.float64())])
+    client = Client(uri, timeout=30)
+    client.register("latency", schema, capacity=64)
+    latencies: list[float] = []
+
+    def sink(df, batch_id):
+        now = time.time()
+        latencies.extend(now - r.sent for r in df.select("sent").collect())
+
+    query = (spark.readStream.format("flight-paimon").option("uri", uri).option("push", "latency").load()
+             .writeStream.foreachBatch(sink).trigger(processingTime="200 milliseconds")
+             .option("checkpointLocation", checkpoint).start())
+    time.sleep(5)  # let the first (empty) micro-batches warm the planner and workers
+    sent = 0
+    with client.sink("latency") as producer:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            producer.write(pa.record_batch([pa.array([sent]), pa.array([time.time()])], schema=schema))
+            sent += 1
+            time.sleep(0.05)
+    deadline = time.monotonic() + 30
+    while len(latencies) < sent and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()
+    client.close()
+    ms = sorted(x * 1000 for x in latencies)
+    return {"rows_sent": sent, "rows_seen": len(ms), "p50_ms": round(ms[len(ms) // 2], 1),
+            "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1), "max_ms": round(ms[-1], 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--latency-s", type=float, default=20.0)
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args()
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    from pyspark.sql import SparkSession
+
+    from spark_reader import register
+
+    spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
+        proc, uri = start_server(f"{tmp}/warehouse")
+        try:
+            results = {"scan": bench_scan(spark, uri, f"{tmp}/warehouse", args.rows, args.runs)}
+            print(json.dumps(results["scan"]), flush=True)
+            results["latency"] = bench_latency(spark, uri, args.latency_s, f"{tmp}/ckpt")
+            print(json.dumps(results["latency"]), flush=True)
+        finally:
+            proc.kill()
+            proc.wait(10)
+            spark.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
