@@ -68,14 +68,20 @@ def to_flight(exc: BaseException) -> BaseException:
     """Return the exception to raise to pyarrow.flight for `exc`: the one mapping to the wire."""
     if isinstance(exc, flight.FlightError):
         return exc
+    if not isinstance(exc, FlightPaimonError):
+        return _unexpected(exc)
+    # pyarrow appends ". Detail: ..." to every message: drop our full stop so it reads once.
+    message = exc.message.rstrip(".")
     if isinstance(exc, NotFound):
-        return exc  # a KeyError whose str() is not quoted
+        return NotFound(message)  # a KeyError whose str() is not quoted
     if isinstance(exc, InvalidRequest):
-        return pa.ArrowInvalid(exc.message)
+        return pa.ArrowInvalid(message)
     if isinstance(exc, Cancelled):
-        return flight.FlightCancelledError(exc.message, extra_info=exc.extra_info())
-    if isinstance(exc, FlightPaimonError):
-        return flight.FlightServerError(exc.message, extra_info=exc.extra_info())
+        return flight.FlightCancelledError(message, extra_info=exc.extra_info())
+    return flight.FlightServerError(message, extra_info=exc.extra_info())
+
+
+def _unexpected(exc: BaseException) -> BaseException:
     if isinstance(exc, (KeyError, pa.ArrowInvalid)):
         return exc
     log.error("unexpected_error", exc_info=exc)
