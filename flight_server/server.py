@@ -48,7 +48,8 @@ class _Call:
 
 
 @contextlib.contextmanager
-def _call(method: str, context, **fields):
+def _call(method: str, context, streaming: bool = False, **fields):
+    """Log and map errors of one RPC; a `streaming` call's stream writes its line when it ends."""
     call = _Call(method, context, **fields)
     try:
         yield call
@@ -57,7 +58,8 @@ def _call(method: str, context, **fields):
         # pyarrow appends the Python traceback chain to KeyError/ArrowInvalid messages on the
         # wire; without the chain the client reads our sentence, and the log has the rest.
         raise to_flight(e) from None
-    call.done()
+    if not streaming:
+        call.done()
 
 
 class FlightPaimonServer(flight.FlightServerBase):
@@ -201,12 +203,12 @@ class FlightPaimonServer(flight.FlightServerBase):
         call.fields["eof"] = part.writer_done()
 
     def do_get(self, context, ticket):
-        with _call("do_get", context) as call:
+        with _call("do_get", context, streaming=True) as call:
             payload = self.tickets.decode(ticket.ticket)
             if "paimon" in payload:
                 call.fields.update(table=payload["paimon"], bucket=payload.get("bk"), mode=payload["m"])
                 schema, batches = self.paimon.read(payload, context.is_cancelled)
-                return flight.GeneratorStream(schema, self._stream(batches, _Call("do_get", context, **call.fields)))
+                return flight.GeneratorStream(schema, self._stream(batches, call))
             call.fields.update(table=payload.get("push"), partition=payload.get("p"))
             table = self.push.get(payload["push"])
             if table.uid != payload.get("uid"):
@@ -219,7 +221,7 @@ class FlightPaimonServer(flight.FlightServerBase):
                 batches = part.drain(context.is_cancelled)
             else:
                 batches = part.read_range(payload["s"], payload["e"], context.is_cancelled)
-        return flight.GeneratorStream(table.schema, self._stream(batches, _Call("do_get", context, **call.fields)))
+        return flight.GeneratorStream(table.schema, self._stream(batches, call))
 
     @staticmethod
     def _stream(batches: Iterator[pa.RecordBatch], call: _Call):
