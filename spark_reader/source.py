@@ -59,6 +59,8 @@ class FlightPaimonDataSource(DataSource):
                 f"flight-paimon writes into push tables only; {opts.target} is read-only here: "
                 "use .option('push', NAME)."
             )
+        if overwrite:
+            raise OptionError(f"{opts.target} is append-only: write with .mode('append'), not overwrite.")
         client = connect(opts)
         try:
             info = call(opts, "lookup", client.info, opts.push)
