@@ -64,15 +64,116 @@ def demo_push(uri: str, batches: int) -> None:
     producer.wait(30)
 
 
+def write_snapshot(table, first: int, rows: int) -> None:
+    import pyarrow as pa
+
+    wb = table.new_batch_write_builder()
+    writer, commit = wb.new_write(), wb.new_commit()
+    writer.write_arrow(pa.table({"id": list(range(first, first + rows)),
+                                 "amount": [i * 1.5 for i in range(first, first + rows)]}))
+    commit.commit(writer.prepare_commit())
+    writer.close()
+    commit.close()
+
+
+def demo_paimon(uri: str, warehouse: str) -> None:
+    import pyarrow as pa
+    import pyarrow.flight as flight
+    from pypaimon import CatalogFactory, Schema
+
+    section("Paimon table: written with pypaimon, read through Flight, one endpoint per bucket")
+    catalog = CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("demo", True)
+    name = f"demo.orders_{int(time.time())}"
+    schema = pa.schema([("id", pa.int64()), ("amount", pa.float64())])
+    catalog.create_table(name, Schema.from_pyarrow_schema(schema, options={"bucket": "2", "bucket-key": "id"}), False)
+    table = catalog.get_table(name)
+    write_snapshot(table, 0, 4)
+    client = Client(uri)
+    info = client.flight.get_flight_info(flight.FlightDescriptor.for_path("paimon", name), options=client.options())
+    rows = sum(client.flight.do_get(ep.ticket, options=client.options()).read_all().num_rows for ep in info.endpoints)
+    print(f"{name}: {len(info.endpoints)} endpoints (buckets), {rows} rows at the latest snapshot")
+
+    section("Paimon table: flight_cli tail --from earliest while two more snapshots are committed")
+    tail = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", name, "--from", "earliest",
+                             "--limit", "10", "--uri", uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=ROOT)
+    for first in (4, 7):
+        time.sleep(1.0)
+        write_snapshot(table, first, 3)
+        print(f"committed ids {first}..{first + 2}", flush=True)
+    out, err = tail.communicate(timeout=60)
+    print(out, end="")
+    print(err.strip().splitlines()[-1])
+
+
+def _latest_demo_table(warehouse: str) -> str | None:
+    tables = sorted(Path(warehouse, "demo.db").glob("orders_*"))
+    return f"demo.{tables[-1].name}" if tables else None
+
+
+def demo_spark(uri: str, warehouse: str, paimon_table: str | None) -> None:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = str(ROOT)
+    from pyspark.sql import SparkSession
+
+    from producers.examples.counter import SCHEMA
+    from spark_reader import register
+
+    section("Spark: batch reads of a Paimon table and a push table, a streaming query over a push table")
+    spark = (SparkSession.builder.master("local[2]").appName("flight-paimon-demo")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        register(spark)
+        if paimon_table:
+            df = spark.read.format("flight-paimon").option("uri", uri).option("table", paimon_table).load()
+            print(f"spark.read {paimon_table}: {df.rdd.getNumPartitions()} partitions, "
+                  f"{df.count()} rows, sum(amount) = {df.agg({'amount': 'sum'}).first()[0]}")
+
+        client = Client(uri)
+        client.register("demo_spark_batch", SCHEMA, capacity=16, partitions=2)
+        producers = [subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_spark_batch",
+                                       "--uri", uri, "--partition", str(p), "--batches", "20", "--rows", "500"],
+                                      stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT) for p in range(2)]
+        df = spark.read.format("flight-paimon").option("uri", uri).option("push", "demo_spark_batch").load()
+        print(f"spark.read push demo_spark_batch while 2 producers push: {df.count()} rows (expected 20000)")
+        for p in producers:
+            p.wait(60)
+
+        client.register("demo_spark_stream", SCHEMA, capacity=16)
+        producer = subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_spark_stream",
+                                     "--uri", uri, "--batches", "40", "--rows", "100", "--rate", "10"],
+                                    stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT)
+        seen = []
+        stream = (spark.readStream.format("flight-paimon").option("uri", uri).option("push", "demo_spark_stream").load()
+                  .writeStream.foreachBatch(lambda df, epoch: seen.append((epoch, df.count())))
+                  .trigger(processingTime="500 milliseconds").start())
+        producer.wait(60)
+        deadline = time.monotonic() + 30
+        while sum(n for _, n in seen) < 4000 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stream.stop()
+        print(f"readStream push demo_spark_stream: {sum(n for _, n in seen)} rows (expected 4000) "
+              f"in {len(seen)} micro-batches")
+    finally:
+        spark.stop()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--warehouse", default=str(ROOT / "warehouse"))
     p.add_argument("--batches", type=int, default=100, help="64k-row batches in the push throughput step")
+    p.add_argument("--no-spark", action="store_true", help="skip the Spark section")
     args = p.parse_args()
     os.makedirs(args.warehouse, exist_ok=True)
     server, uri = start_server(args.warehouse)
     try:
         demo_push(uri, args.batches)
+        demo_paimon(uri, args.warehouse)
+        if not args.no_spark:
+            demo_spark(uri, args.warehouse, _latest_demo_table(args.warehouse))
     finally:
         server.terminate()
         server.wait(15)
