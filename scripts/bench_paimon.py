@@ -146,6 +146,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--commits", type=int, default=60)
     ap.add_argument("--native", action="store_true", help="also time read.native.enabled (pypaimon-rust)")
+    ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
     wh = tempfile.mkdtemp(prefix="bench-paimon-")
     catalog = CatalogFactory.create({"warehouse": wh})
@@ -185,6 +186,9 @@ def main() -> int:
         server.kill()
         server.wait(10)
     print(json.dumps(results, indent=2))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
     return 0
 
 

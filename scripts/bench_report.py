@@ -1,0 +1,98 @@
+"""Write docs/benchmarks.md and its plot from the JSON the bench_*.py scripts wrote.
+
+    .venv/bin/python scripts/bench_report.py docs/bench-results docs/benchmarks.md docs/benchmarks.png
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def load(folder: Path, name: str) -> dict | None:
+    path = folder / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def rows(push, paimon, spark) -> list[tuple[str, str, str, float | None, float | None, bool]]:
+    """(area, measurement, figure text, ratio-to-target value, target, lower-is-better)."""
+    out = []
+    if push:
+        t, lat, rss = push["throughput"], push["latency"], push["rss"]
+        out += [
+            ("push", "end-to-end / raw do_put throughput",
+             f"{t['end_to_end_mib_s']:.0f} / {t['baseline_mib_s']:.0f} MiB/s", t["ratio"], 0.8, False),
+            ("push", "write -> consumer latency p99 at 1000 batches/s (ms)",
+             f"p50 {lat['p50_ms']:.2f}, p99 {lat['p99_ms']:.2f}", lat["p99_ms"], 5.0, True),
+            ("push", f"server RSS growth pushing {rss['pushed_gib']:.1f} GiB, stalled consumer (MiB)",
+             f"{rss['growth_mib']:.0f} (idle {rss['idle_rss_mib']:.0f}, peak {rss['peak_rss_mib']:.0f})",
+             rss["growth_mib"], rss["bound_growth_mib"], True),
+        ]
+    if paimon:
+        a, pk, f = paimon.get("append", {}), paimon.get("pk", {}), paimon.get("follow", {})
+        if "ratio" in a:
+            out.append(("paimon", "4-bucket parallel Flight read / pypaimon one process",
+                        f"ratio {a['ratio']:.2f}", a["ratio"], 0.9, False))
+        if pk:
+            out.append(("paimon", "primary-key merged read (rows/s)",
+                        ", ".join(f"{k} {v:,.0f}" for k, v in pk.items() if k.endswith("rows_s")), None, None, False))
+        if f:
+            out.append(("paimon", "follow latency p99, poll 100 ms (ms)",
+                        f"p50 {f['p50_ms']:.0f}, p99 {f['p99_ms']:.0f}", f["p99_ms"], 150.0, True))
+    if spark:
+        s, lat = spark.get("scan", {}), spark.get("latency", {})
+        if "ratio" in s:
+            out.append(("spark", "aggregation time flight-paimon / spark.read.parquet",
+                        f"ratio {s['ratio']:.2f}", s["ratio"], 1.5, True))
+        if "p50_ms" in lat:
+            out.append(("spark", "push write -> foreachBatch latency p50 (ms)",
+                        f"p50 {lat['p50_ms']:.0f}, p99 {lat['p99_ms']:.0f}", lat["p50_ms"], 1000.0, True))
+    return out
+
+
+def plot(table, path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    measured = [(f"{a}: {m}", v / t, (v <= t) if lower else (v >= t))
+                for a, m, _, v, t, lower in table if v is not None]
+    fig, ax = plt.subplots(figsize=(10, 0.6 * len(measured) + 1.5))
+    ax.barh([m for m, _, _ in measured], [r for _, r, _ in measured],
+            color=["#4c72b0" if met else "#c44e52" for _, _, met in measured])
+    ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.set_xlabel("measured / target (higher-is-better rows: >= 1 meets; lower-is-better rows: <= 1 meets)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(folder: str, md: str, png: str) -> int:
+    folder_p = Path(folder)
+    push, paimon, spark = (load(folder_p, n) for n in ("push", "paimon", "spark"))
+    table = rows(push, paimon, spark)
+    lines = ["# Benchmarks", "",
+             "Written by `scripts/bench` (which runs `scripts/bench_push.py`, `scripts/bench_paimon.py`,",
+             "`scripts/bench_spark.py` and this report). Every ratio is against a baseline measured in",
+             "the same run; figures are medians of several runs on a 2-core machine. Details and",
+             "discussion: [Paimon](benchmarks_paimon.md), [Spark](benchmarks_spark.md).", "",
+             "| area | measurement | result | target | met |", "|---|---|---|---|---|"]
+    for area, what, text, value, target, lower in table:
+        met = "" if value is None else ("yes" if (value <= target if lower else value >= target) else "**no**")
+        bound = "" if target is None else f"{'<=' if lower else '>='} {target:g}"
+        lines.append(f"| {area} | {what} | {text} | {bound} | {met} |")
+    if plot(table, Path(png)):
+        lines += ["", f"![measured / target]({Path(png).name})"]
+    lines += ["", "Raw results: `docs/bench-results/*.json`.", ""]
+    Path(md).write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))
