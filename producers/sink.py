@@ -72,6 +72,8 @@ class TableSink:
             return
         self._closed = True
         self._put(_CLOSE, None, check=False)
+        # Closing waits out backpressure: the sender returns once its last write is taken or the
+        # call fails (a consumer cancel, drop, shutdown, or the call's own deadline ends it).
         self._sender.join()
         # The acks end when the server has appended the last batch (it may still be waiting
         # for room) or has failed the stream; the call's own deadline bounds this wait.
