@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flight_server.errors import InvalidRequest
-from flight_server.paimon_request import table_name
+from flight_server.paimon_request import check_consumer_id, table_name
 from flight_server.paimon_source import PaimonSource
 from flight_server.push_tables import PushRegistry
 from flight_server.schemas import decode_schema
@@ -22,6 +22,10 @@ DESCRIPTIONS = {
     'Body: {"name"?}.',
     "latest_snapshot": 'The latest snapshot id of a Paimon table, null when it has none. '
     'Body: {"table": "db.t"}. Result: {"snapshot_id": N or null}.',
+    "consumer_progress": "A Paimon consumer's recorded progress: the next snapshot it will read, null when "
+    'it has none. Body: {"table": "db.t", "consumer_id"}. Result: {"next_snapshot": N or null}.',
+    "consumer_commit": "Record that a Paimon consumer has read every snapshot before next_snapshot (Paimon "
+    'keeps them from expiring). Body: {"table": "db.t", "consumer_id", "next_snapshot": N}. Result: {}.',
 }
 
 
@@ -80,6 +84,26 @@ def latest_snapshot(reg: Registries, body: dict) -> dict:
     return {"snapshot_id": reg.paimon.latest_snapshot(name)}
 
 
+def _consumer(body: dict, action: str) -> tuple[str, str]:
+    what = f"the body of action {action!r}"
+    name = table_name(_require(body, "table", action), what)
+    return name, check_consumer_id(_require(body, "consumer_id", action), what)
+
+
+def consumer_progress(reg: Registries, body: dict) -> dict:
+    name, cid = _consumer(body, "consumer_progress")
+    return {"next_snapshot": reg.paimon.consumer_progress(name, cid)}
+
+
+def consumer_commit(reg: Registries, body: dict) -> dict:
+    name, cid = _consumer(body, "consumer_commit")
+    nxt = _require(body, "next_snapshot", "consumer_commit")
+    if isinstance(nxt, bool) or not isinstance(nxt, int) or nxt < 1:
+        raise InvalidRequest(f"Action 'consumer_commit': 'next_snapshot' must be an integer >= 1, got {nxt!r}.")
+    reg.paimon.consumer_commit(name, cid, nxt)
+    return {}
+
+
 HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     "register": register,
     "fail": fail,
@@ -87,4 +111,6 @@ HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     "commit": commit,
     "stats": stats,
     "latest_snapshot": latest_snapshot,
+    "consumer_progress": consumer_progress,
+    "consumer_commit": consumer_commit,
 }

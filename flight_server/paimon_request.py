@@ -71,6 +71,14 @@ def table_name(value, what: str = "'table'") -> str:
     return value
 
 
+def check_consumer_id(value, what: str) -> str:
+    """A consumer id is a file name in the table's consumer directory: keep it to a safe alphabet."""
+    if not isinstance(value, str) or not _CONSUMER_ID.match(value):
+        raise InvalidRequest(
+            f"{what}: 'consumer_id' {value!r} must be 1-128 characters of letters, digits, '_', '.', '-'.")
+    return value
+
+
 def parse_path(path: list) -> PaimonRequest:
     """`["paimon", "DB.TABLE"]`: a full scan of the latest snapshot."""
     parts = [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in path]
@@ -146,10 +154,8 @@ def parse_command(cmd: dict) -> PaimonRequest:
             f"Paimon read of {table!r}: 'start' {start!r} is not one of latest, latest-full, earliest, snapshot:N."
         )
     consumer_id = cmd.get("consumer_id")
-    if consumer_id is not None and (not isinstance(consumer_id, str) or not _CONSUMER_ID.match(consumer_id)):
-        raise InvalidRequest(
-            f"Paimon read of {table!r}: 'consumer_id' {consumer_id!r} must be 1-128 characters of letters, digits, '_', '.', '-'."
-        )
+    if consumer_id is not None:
+        check_consumer_id(consumer_id, f"Paimon read of {table!r}")
     poll = _int(cmd, "poll_interval_ms", table, 1)
     buckets = cmd.get("buckets")
     if buckets is not None and (not isinstance(buckets, list) or not buckets or not all(

@@ -172,6 +172,26 @@ class PaimonSource:
         snap = self.table(name).snapshot_manager().get_latest_snapshot()
         return None if snap is None else snap.id
 
+    def consumer_progress(self, name: str, consumer_id: str) -> int | None:
+        """The next snapshot the consumer will read, None if it has recorded no progress."""
+        return compat.read_consumer(self.table(name), consumer_id)
+
+    def consumer_commit(self, name: str, consumer_id: str, next_snapshot: int) -> None:
+        """Record that the consumer has read every snapshot before `next_snapshot`.
+
+        Progress past the latest snapshot + 1 would make a resumed read skip snapshots that are
+        committed later, so it is refused.
+        """
+        table = self.table(name)
+        latest = table.snapshot_manager().get_latest_snapshot()
+        limit = (latest.id if latest is not None else 0) + 1
+        if next_snapshot > limit:
+            raise InvalidRequest(
+                f"Consumer {consumer_id!r} of Paimon table {name!r}: next_snapshot {next_snapshot} is past "
+                f"the latest snapshot + 1 ({limit}); commit only snapshots that were read.",
+                table=name)
+        compat.write_consumer(table, consumer_id, next_snapshot)
+
     def tables(self) -> list[TableSummary]:
         out = []
         for name in compat.list_tables(self.catalog()):

@@ -9,7 +9,7 @@ from pyspark.sql.types import StructType
 from spark_reader.batch import BatchReader
 from spark_reader.flight_io import SourceError, call, connect, paimon_info
 from spark_reader.options import OptionError, Options, parse
-from spark_reader.stream_paimon import CONSUMER_COMMIT, CONSUMER_PROGRESS, PaimonStreamReader
+from spark_reader.stream_paimon import CONSUMER_PROGRESS, PaimonStreamReader
 from spark_reader.stream_push import PushStreamReader
 from spark_reader.writer import PushWriter
 
@@ -34,8 +34,9 @@ class FlightPaimonDataSource(DataSource):
         try:
             if opts.table:
                 info = paimon_info(client, opts, _schema_command(opts))
-                if opts.consumer_id:
-                    _check_consumer_actions(client, opts)
+                if opts.consumer_id:  # the server checks the id now, at load(), not at the first trigger
+                    call(opts, "consumer_progress", client.action, CONSUMER_PROGRESS,
+                         {"table": opts.table, "consumer_id": opts.consumer_id})
             else:
                 info = call(opts, "lookup", client.info, opts.push)
         finally:
@@ -43,6 +44,8 @@ class FlightPaimonDataSource(DataSource):
         return from_arrow_schema(info.schema)
 
     def reader(self, schema: StructType) -> BatchReader:
+        if self.opts.consumer_id:
+            raise OptionError("Option 'consumer-id' is for streams (readStream); a batch read records no progress.")
         return BatchReader(self.opts, schema)
 
     def streamReader(self, schema: StructType):
@@ -79,18 +82,6 @@ def _schema_command(opts: Options) -> dict:
     if opts.snapshot_id is not None and opts.scan_mode != "latest":
         return {"snapshot": opts.snapshot_id}
     return {}
-
-
-def _check_consumer_actions(client, opts: Options) -> None:
-    """Refuse consumer-id at load() rather than ignore it when the server cannot record progress."""
-    have = {a.type for a in call(opts, "list_actions", client.flight.list_actions, client.options())}
-    missing = {CONSUMER_PROGRESS, CONSUMER_COMMIT} - have
-    if missing:
-        raise OptionError(
-            f"Option 'consumer-id' needs the server actions {', '.join(sorted(missing))}, which the "
-            f"flight-paimon server at {opts.uri} lacks; drop the option (the stream's checkpoint "
-            "already records its progress) or upgrade the server."
-        )
 
 
 def register(spark) -> None:

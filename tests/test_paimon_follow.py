@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
@@ -188,3 +189,42 @@ def test_server_shutdown_ends_follow_with_an_error(wh, warehouse):
     finally:
         client.close()
         running.stop()
+
+
+def test_consumer_actions_record_progress_a_follow_resumes_from(wh, client, warehouse):
+    t = wh.create("events", buckets=-1)  # one endpoint: the follow uses the consumer id as given
+    for i in range(3):
+        wh.commit(t, rows(i * 10, 10))
+    assert client.action("consumer_progress", {"table": t, "consumer_id": "spark-1"}) == {"next_snapshot": None}
+    assert client.action("consumer_commit", {"table": t, "consumer_id": "spark-1", "next_snapshot": 3}) == {}
+    assert client.action("consumer_progress", {"table": t, "consumer_id": "spark-1"}) == {"next_snapshot": 3}
+    # Paimon's own consumer file, where Paimon's expiry and connectors look for it.
+    assert wh.catalog.get_table(t).consumer_manager().consumer("spark-1").next_snapshot == 3
+    # A follow with that consumer id starts at snapshot 3, whatever its start position says.
+    follower = Follower(client, info(client, command(
+        {"table": t, "follow": True, "start": "earliest", "consumer_id": "spark-1", **POLL})).endpoints[0])
+    try:
+        wh.commit(t, rows(30, 10))
+        got = follower.wait_rows(20)
+        assert [s for s, _ in got] == [3, 4] and sorted(_ids(got)) == list(range(20, 40))
+    finally:
+        follower.cancel()
+
+
+def test_consumer_actions_refuse_bad_input_and_record_nothing(wh, client):
+    t = wh.create("events", buckets=1)
+    wh.commit(t, rows(0, 10))
+    cases = [
+        ({"table": t, "consumer_id": "c", "next_snapshot": 3}, "past the latest snapshot \\+ 1 \\(2\\)"),
+        ({"table": t, "consumer_id": "c", "next_snapshot": 0}, "'next_snapshot' must be an integer >= 1"),
+        ({"table": t, "consumer_id": "c", "next_snapshot": "2"}, "'next_snapshot' must be an integer >= 1"),
+        ({"table": t, "consumer_id": "../x", "next_snapshot": 1}, "'consumer_id' '../x' must be 1-128 characters"),
+        ({"table": t, "next_snapshot": 1}, "needs 'consumer_id'"),
+        ({"table": "orders", "consumer_id": "c", "next_snapshot": 1}, "is not 'DB.TABLE'"),
+    ]
+    for body, message in cases:
+        with pytest.raises(pa.ArrowInvalid, match=message):
+            client.action("consumer_commit", body)
+    assert client.action("consumer_progress", {"table": t, "consumer_id": "c"}) == {"next_snapshot": None}
+    with pytest.raises(KeyError, match="'db.nope' does not exist"):
+        client.action("consumer_progress", {"table": "db.nope", "consumer_id": "c"})

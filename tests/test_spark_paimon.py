@@ -153,10 +153,78 @@ def test_available_now_reads_all_that_exists_and_stops(fp, server, paimon, tmp_p
     assert len(batches) == 3
 
 
+def run_available_now(spark, uri: str, table: str, checkpoint: str, **options) -> list[list[int]]:
+    """One Trigger.AvailableNow run: the ids of each non-empty micro-batch, in batch order."""
+    by_batch: dict[int, list[int]] = {}
+
+    def sink(df, batch_id):
+        by_batch[batch_id] = sorted(r.id for r in df.select("id").collect())
+
+    query = start_stream(spark, uri, table, checkpoint, sink, {"availableNow": True}, **options)
+    assert query.awaitTermination(120), "availableNow did not stop"
+    assert query.exception() is None
+    return [by_batch[b] for b in sorted(by_batch) if by_batch[b]]
+
+
+@pytest.mark.timeout(240)
+def test_scan_modes_latest_and_from_snapshot_full(fp, server, paimon, tmp_path):
+    table = paimon.create("modes", buckets=2)
+    for i in range(3):
+        paimon.commit(table, rows(i * 100, 100))
+    # latest: what exists when the query starts is skipped; later commits arrive.
+    ckpt = str(tmp_path / "latest")
+    assert run_available_now(fp, server.uri, table, ckpt, **{"scan.mode": "latest"}) == []
+    paimon.commit(table, rows(300, 100))
+    assert run_available_now(fp, server.uri, table, ckpt, **{"scan.mode": "latest"}) == [list(range(300, 400))]
+    # from-snapshot-full: a full scan pinned at snapshot 2, then each later snapshot's delta.
+    got = run_available_now(fp, server.uri, table, str(tmp_path / "full"),
+                            **{"scan.mode": "from-snapshot-full", "scan.snapshot-id": "2",
+                               "read.stream.maxSnapshotsPerTrigger": "1"})
+    assert got == [list(range(0, 200)), list(range(200, 300)), list(range(300, 400))]
+
+
+@pytest.mark.timeout(300)
+def test_consumer_id_records_progress_a_new_checkpoint_resumes_from(fp, server, paimon, client, tmp_path):
+    table = paimon.create("consumed", buckets=2)
+    paimon.commit(table, rows(0, 100))
+    opts = {"consumer-id": "spark-1", "read.stream.maxSnapshotsPerTrigger": "1"}
+    by_batch: dict[int, list[int]] = {}
+
+    def sink(df, batch_id):
+        by_batch[batch_id] = [r.id for r in df.select("id").collect()]
+
+    def progress() -> int | None:
+        return client.action("consumer_progress", {"table": table, "consumer_id": "spark-1"})["next_snapshot"]
+
+    query = start_stream(fp, server.uri, table, str(tmp_path / "first"), sink,
+                         {"processingTime": "200 milliseconds"}, **opts)
+    try:
+        wait_for(lambda: sum(map(len, by_batch.values())) >= 100, query)
+        for i in range(1, 4):
+            paimon.commit(table, rows(i * 100, 100))
+        wait_for(lambda: sum(map(len, by_batch.values())) >= 400, query)
+        # Spark commits a batch once the next one is planned: progress trails by at most one.
+        wait_for(lambda: (progress() or 0) >= 4, query)
+    finally:
+        query.stop()
+    first = sorted(i for ids in by_batch.values() for i in ids)
+    assert first == list(range(400))
+    recorded = progress()
+    assert recorded in (4, 5), recorded
+    paimon.commit(table, rows(400, 100))
+    # A new checkpoint with the same consumer id starts at the recorded snapshot, not at the scan mode's.
+    resumed = run_available_now(fp, server.uri, table, str(tmp_path / "second"), **opts)
+    expected = list(range((recorded - 1) * 100, 500))
+    assert sorted(i for ids in resumed for i in ids) == expected
+    assert progress() in (5, 6)  # moved on with the new query
+
+
 @pytest.mark.timeout(120)
-def test_consumer_id_without_server_support_is_refused_at_load(fp, server, paimon):
+def test_bad_consumer_id_fails_at_load_and_batch_reads_refuse_it(fp, server, paimon):
     table = paimon.create("consumed", buckets=1)
     paimon.commit(table, rows(0, 10))
-    with pytest.raises(Exception, match="needs the server actions consumer_commit, consumer_progress"):
-        fp.readStream.format("flight-paimon").option("uri", server.uri).option("table", table) \
-            .option("consumer-id", "spark-1").load()
+    stream = fp.readStream.format("flight-paimon").option("uri", server.uri).option("table", table)
+    with pytest.raises(Exception, match="'consumer_id' 'a/b' must be 1-128 characters"):
+        stream.option("consumer-id", "a/b").load()
+    with pytest.raises(Exception, match="'consumer-id' is for streams"):
+        read(fp, server.uri, table, {"consumer-id": "c1"}).collect()

@@ -154,3 +154,30 @@ def test_bad_options_fail_clearly_at_load(fp, server, options, message):
         reader = reader.option(k, v)
     with pytest.raises(Exception, match=message):
         reader.load()
+
+
+@pytest.mark.timeout(240)
+def test_available_now_stream_of_push_table_reads_what_was_pushed_and_stops(fp, server, client, tmp_path):
+    client.register("backlog", SCHEMA, capacity=32, partitions=2, writers=2)
+    by_batch: dict[int, list[int]] = {}
+
+    def sink(df, batch_id):
+        by_batch[batch_id] = [r.id for r in df.select("id").collect()]
+
+    def run_available_now() -> list[int]:
+        before = set(by_batch)
+        stream = fp.readStream.format("flight-paimon").option("uri", server.uri).option("push", "backlog").load()
+        query = (stream.writeStream.foreachBatch(sink).trigger(availableNow=True)
+                 .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+        assert query.awaitTermination(120), "availableNow did not stop"
+        assert query.exception() is None
+        return sorted(i for b in set(by_batch) - before for i in by_batch[b])
+
+    # The first writer of each partition pushes 20 batches and closes; the second is yet to come,
+    # so the partitions stay open: availableNow must stop at what exists, not wait for EOF.
+    for t in [produce(server.uri, "backlog", p, p * 100_000, 20, 10) for p in (0, 1)]:
+        t.join(30)
+    assert run_available_now() == [p * 100_000 + i for p in (0, 1) for i in range(200)]
+    for t in [produce(server.uri, "backlog", p, p * 100_000 + 200, 5, 10) for p in (0, 1)]:
+        t.join(30)
+    assert run_available_now() == [p * 100_000 + 200 + i for p in (0, 1) for i in range(50)]
