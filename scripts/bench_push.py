@@ -36,6 +36,12 @@ def big_batch() -> pa.RecordBatch:
 LAT_SCHEMA = pa.schema([("seq", pa.int64()), ("sent_ns", pa.int64())])
 
 
+def cpu_s() -> float:
+    """CPU seconds (user + system) this process has used so far."""
+    t = os.times()
+    return t.user + t.system
+
+
 # -- roles run as subprocesses ---------------------------------------------------------------
 
 class DiscardServer(flight.FlightServerBase):
@@ -61,7 +67,7 @@ def role_raw_producer(uri: str, batches: int) -> None:
         writer.write_batch(batch)
     writer.done_writing()
     writer.close()
-    print(json.dumps({"start": start, "end": time.monotonic()}), flush=True)
+    print(json.dumps({"start": start, "end": time.monotonic(), "cpu_s": cpu_s()}), flush=True)
 
 
 def role_sink_producer(uri: str, batches: int, name: str) -> None:
@@ -72,7 +78,7 @@ def role_sink_producer(uri: str, batches: int, name: str) -> None:
     with Client(uri).sink(name) as sink:
         for _ in range(batches):
             sink.write(batch)
-    print(json.dumps({"start": start, "end": time.monotonic()}), flush=True)
+    print(json.dumps({"start": start, "end": time.monotonic(), "cpu_s": cpu_s()}), flush=True)
 
 
 def role_consumer(uri: str, name: str, stall_every: int, stall_s: float) -> None:
@@ -86,7 +92,7 @@ def role_consumer(uri: str, name: str, stall_every: int, stall_s: float) -> None
         nbytes += chunk.data.nbytes
         if stall_every and n % stall_every == 0:
             time.sleep(stall_s)
-    print(json.dumps({"end": time.monotonic(), "batches": n, "bytes": nbytes}), flush=True)
+    print(json.dumps({"end": time.monotonic(), "batches": n, "bytes": nbytes, "cpu_s": cpu_s()}), flush=True)
 
 
 def role_latency_producer(uri: str, name: str, count: int, rate: float) -> None:
@@ -145,29 +151,44 @@ def register(uri: str, name: str, schema: pa.Schema, capacity: int) -> None:
 
 
 def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
+    import psutil
+
     mib = batches * big_batch().nbytes / 2**20
+    gib = mib / 1024
     base, e2e = [], []
+    cpu = {k: [] for k in ("raw_producer", "discard_server", "sink_producer", "server", "consumer")}
     discard, discard_uri = start_server(__file__, "discard-server")
     server, uri = flight_paimon_server(warehouse)
+    server_cpu = lambda proc: sum(psutil.Process(proc.pid).cpu_times()[:2])  # noqa: E731
     try:
         for run in range(runs):
+            before = server_cpu(discard)
             r = result(spawn("raw-producer", discard_uri, str(batches)))
+            cpu["discard_server"].append((server_cpu(discard) - before) / gib)
+            cpu["raw_producer"].append(r["cpu_s"] / gib)
             base.append(mib / (r["end"] - r["start"]))
             name = f"tp{run}"
             register(uri, name, big_batch().schema, 16)
+            before = server_cpu(server)
             consumer = spawn("consumer", uri, name, "0", "0")
             p = result(spawn("sink-producer", uri, str(batches), name))
             c = result(consumer)
+            cpu["server"].append((server_cpu(server) - before) / gib)
+            cpu["sink_producer"].append(p["cpu_s"] / gib)
+            cpu["consumer"].append(c["cpu_s"] / gib)
             assert c["batches"] == batches, c
             e2e.append(mib / (c["end"] - p["start"]))
-            print(f"  run {run}: raw do_put {base[-1]:.0f} MiB/s, end-to-end {e2e[-1]:.0f} MiB/s", file=sys.stderr)
+            print(f"  run {run}: raw do_put {base[-1]:.0f} MiB/s, end-to-end {e2e[-1]:.0f} MiB/s; CPU s/GiB: "
+                  + ", ".join(f"{k} {v[-1]:.2f}" for k, v in cpu.items()), file=sys.stderr)
     finally:
         discard.kill()
         server.kill()
     ratios = [e / b for e, b in zip(e2e, base)]
     return {"batch_mib": big_batch().nbytes / 2**20, "mib_per_run": mib,
             "baseline_mib_s": statistics.median(base), "end_to_end_mib_s": statistics.median(e2e),
-            "ratio": statistics.median(ratios), "ratios": [round(r, 3) for r in ratios]}
+            "ratio": statistics.median(ratios), "ratios": [round(r, 3) for r in ratios],
+            # CPU seconds per GiB of each process (includes interpreter start-up for the clients)
+            "cpu_s_per_gib": {k: round(statistics.median(v), 3) for k, v in cpu.items()}}
 
 
 def bench_latency(runs: int, count: int, warehouse: str) -> dict:
@@ -238,16 +259,23 @@ def main() -> None:
     p.add_argument("--rss-gib", type=float, default=4.0, help="data pushed in the RSS run")
     p.add_argument("--latency-batches", type=int, default=3000)
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--only", choices=["throughput", "latency", "rss"], action="append",
+                   help="run only this section (repeatable)")
     args = p.parse_args()
+    only = set(args.only or ["throughput", "latency", "rss"])
     import tempfile
 
     with tempfile.TemporaryDirectory() as wh:
-        print("throughput ...", file=sys.stderr)
-        out = {"throughput": bench_throughput(args.runs, int(args.gib * 256), wh)}
-        print("latency ...", file=sys.stderr)
-        out["latency"] = bench_latency(args.runs, args.latency_batches, wh)
-        print("rss ...", file=sys.stderr)
-        out["rss"] = bench_rss(args.rss_gib, 16, wh)
+        out = {}
+        if "throughput" in only:
+            print("throughput ...", file=sys.stderr)
+            out["throughput"] = bench_throughput(args.runs, int(args.gib * 256), wh)
+        if "latency" in only:
+            print("latency ...", file=sys.stderr)
+            out["latency"] = bench_latency(args.runs, args.latency_batches, wh)
+        if "rss" in only:
+            print("rss ...", file=sys.stderr)
+            out["rss"] = bench_rss(args.rss_gib, 16, wh)
     text = json.dumps(out, indent=2)
     print(text)
     if args.json:
