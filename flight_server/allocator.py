@@ -1,4 +1,12 @@
-"""The server process's glibc malloc set-up: one arena, so received push batches do not fragment."""
+"""glibc malloc settings for processes that move large Arrow batches through Flight.
+
+Flight (gRPC) receives each message into 64 KiB slices and copies it into one contiguous buffer
+(~4 MiB for a 64k-row batch) with malloc, not in Arrow's pool. glibc's defaults handle that
+pattern badly: the mmap threshold rises to the size of the last freed mmapped chunk, so these
+buffers move to the heap, and every free past the trim threshold (twice the mmap threshold)
+gives pages back that the next batch faults in again. Measured in scripts/bench_push.py
+(CPU seconds per GiB), see docs/benchmarks.md. A MALLOC_* setting in the environment wins.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +14,48 @@ import ctypes
 import os
 import sys
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter number
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's mallopt parameters
+MMAP_THRESHOLD = 32 << 20  # glibc's maximum: batch buffers stay in the heap and are reused
+TRIM_THRESHOLD = 64 << 20  # free heap kept for the next batches before pages go back
+
+_tuned: set[str] = set()
 
 
-def one_malloc_arena() -> bool:
-    """Make glibc's malloc use one arena for the server's threads; True when it was set.
-
-    Received push batches live in gRPC's malloc'ed buffers (64 KiB read slices, then one
-    contiguous ~4 MiB copy per message), not in Arrow's pool, and are freed by other threads
-    than the ones that allocated them. With glibc's default of up to 8 arenas per core those
-    buffers fragment many arenas, and every arena that shrinks has to be faulted back in: server
-    RSS climbed with the volume pushed. One arena measured less RSS (no climb) and less CPU
-    (about 7x fewer page faults); see docs/bench-results/push.json. A MALLOC_ARENA_MAX in the
-    environment wins.
-
-    Call it before pyarrow is imported (flight_cli does, at its top): importing pyarrow.flight
-    already starts a thread that makes a second arena, and a limit set after that leaves the threads spread
-    over both (measured: RSS growth 166 MiB instead of 132, 5x the page faults).
-    """
-    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
+def _mallopt(param: int, value: int, env: str) -> bool:
+    """Set one glibc malloc parameter unless the environment sets it; True when it was set."""
+    if env in os.environ or not sys.platform.startswith("linux"):
         return False
     try:
         if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
             return False
-    except (ValueError, OSError):
-        return False
-    try:
-        return ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 1) == 1
-    except (OSError, AttributeError):
-        return False
+        return ctypes.CDLL("libc.so.6").mallopt(param, value) == 1
+    except (ValueError, OSError, AttributeError):
+        return False  # not glibc after all: its defaults stay, nothing else changes
+
+
+def one_malloc_arena() -> bool:
+    """The server: one arena for all threads; True when it was set.
+
+    Received push batches are freed by other threads than the ones that allocated them. Spread
+    over glibc's default of up to 8 arenas per core they fragmented many arenas and server RSS
+    climbed with the volume pushed; one arena measured less RSS (no climb) and about 7x fewer
+    page faults. Call it before pyarrow is imported (flight_cli does, at its top): importing
+    pyarrow.flight already starts a thread that makes a second arena, and a limit set after that
+    leaves the threads spread over both (measured: RSS growth 166 MiB instead of 132).
+    """
+    return _mallopt(M_ARENA_MAX, 1, "MALLOC_ARENA_MAX")
+
+
+def reuse_batch_buffers() -> bool:
+    """A process that reads large batches: keep their buffers in the heap for the next ones.
+
+    Fixed thresholds (which also turn off glibc's dynamic adjustment) cut a reader's page faults
+    from ~100k to ~1k per GiB and its CPU per GiB by about a third, holding at most
+    TRIM_THRESHOLD of free heap. Safe to call at any time, more than once; True when set.
+    """
+    if "reuse" not in _tuned:
+        ok = _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_")
+        ok = _mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD, "MALLOC_TRIM_THRESHOLD_") and ok
+        if ok:
+            _tuned.add("reuse")
+    return "reuse" in _tuned

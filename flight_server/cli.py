@@ -118,6 +118,7 @@ class _Printer:
 
 
 def cmd_tail(args) -> int:
+    allocator.reuse_batch_buffers()
     client = _client(args)
     if args.target.startswith("push:"):
         info = client.info(args.target[len("push:"):])

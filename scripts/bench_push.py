@@ -85,9 +85,12 @@ def role_sink_producer(uri: str, batches: int, name: str) -> None:
     print(json.dumps({"start": start, "end": time.monotonic(), "cpu_s": cpu_s() - cpu0}), flush=True)
 
 
-def role_consumer(uri: str, name: str, stall_every: int, stall_s: float) -> None:
+def role_consumer(uri: str, name: str, stall_every: int, stall_s: float, reuse: bool = False) -> None:
+    from flight_server.allocator import reuse_batch_buffers
     from producers import Client
 
+    if reuse:  # what flight_cli tail and the Spark reader do: see flight_server/allocator.py
+        assert reuse_batch_buffers(), "glibc malloc thresholds could not be set"
     cpu0 = cpu_s()
     client = Client(uri)
     reader = client.flight.do_get(client.info(name).endpoints[0].ticket)
@@ -160,8 +163,9 @@ def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
 
     mib = batches * big_batch().nbytes / 2**20
     gib = mib / 1024
-    base, e2e = [], []
-    cpu = {k: [] for k in ("raw_producer", "discard_server", "sink_producer", "server", "consumer")}
+    base, e2e, e2e_plain = [], [], []
+    cpu = {k: [] for k in ("raw_producer", "discard_server", "sink_producer", "server", "consumer",
+                           "plain_consumer")}
     discard, discard_uri = start_server(__file__, "discard-server")
     server, uri = flight_paimon_server(warehouse)
     server_cpu = lambda proc: sum(psutil.Process(proc.pid).cpu_times()[:2])  # noqa: E731
@@ -172,18 +176,22 @@ def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
             cpu["discard_server"].append((server_cpu(discard) - before) / gib)
             cpu["raw_producer"].append(r["cpu_s"] / gib)
             base.append(mib / (r["end"] - r["start"]))
-            name = f"tp{run}"
-            register(uri, name, big_batch().schema, 16)
-            before = server_cpu(server)
-            consumer = spawn("consumer", uri, name, "0", "0")
-            p = result(spawn("sink-producer", uri, str(batches), name))
-            c = result(consumer)
-            cpu["server"].append((server_cpu(server) - before) / gib)
-            cpu["sink_producer"].append(p["cpu_s"] / gib)
-            cpu["consumer"].append(c["cpu_s"] / gib)
-            assert c["batches"] == batches, c
-            e2e.append(mib / (c["end"] - p["start"]))
-            print(f"  run {run}: raw do_put {base[-1]:.0f} MiB/s, end-to-end {e2e[-1]:.0f} MiB/s; CPU s/GiB: "
+            # Our reader set-up (flight_cli tail, the Spark reader), then a consumer on glibc's defaults.
+            for reuse, rates, key in ((True, e2e, "consumer"), (False, e2e_plain, "plain_consumer")):
+                name = f"tp{run}{key}"
+                register(uri, name, big_batch().schema, 16)
+                before = server_cpu(server)
+                consumer = spawn("consumer", uri, name, "0", "0", str(int(reuse)))
+                p = result(spawn("sink-producer", uri, str(batches), name))
+                c = result(consumer)
+                if reuse:
+                    cpu["server"].append((server_cpu(server) - before) / gib)
+                    cpu["sink_producer"].append(p["cpu_s"] / gib)
+                cpu[key].append(c["cpu_s"] / gib)
+                assert c["batches"] == batches, c
+                rates.append(mib / (c["end"] - p["start"]))
+            print(f"  run {run}: raw do_put {base[-1]:.0f} MiB/s, end-to-end {e2e[-1]:.0f} MiB/s "
+                  f"(plain consumer {e2e_plain[-1]:.0f}); CPU s/GiB: "
                   + ", ".join(f"{k} {v[-1]:.2f}" for k, v in cpu.items()), file=sys.stderr)
     finally:
         discard.kill()
@@ -192,6 +200,9 @@ def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
     return {"batch_mib": big_batch().nbytes / 2**20, "mib_per_run": mib,
             "baseline_mib_s": statistics.median(base), "end_to_end_mib_s": statistics.median(e2e),
             "ratio": statistics.median(ratios), "ratios": [round(r, 3) for r in ratios],
+            # the same path read by a consumer left on glibc's malloc defaults
+            "end_to_end_plain_consumer_mib_s": statistics.median(e2e_plain),
+            "ratio_plain_consumer": statistics.median(e / b for e, b in zip(e2e_plain, base)),
             # CPU seconds per GiB of each process; the clients' count from after their imports
             "cpu_s_per_gib": {k: round(statistics.median(v), 3) for k, v in cpu.items()}}
 
@@ -252,7 +263,7 @@ def bench_rss(gib: float, capacity: int, warehouse: str) -> dict:
 def main() -> None:
     roles = {"discard-server": role_discard_server, "raw-producer": lambda u, n: role_raw_producer(u, int(n)),
              "sink-producer": lambda u, n, t: role_sink_producer(u, int(n), t),
-             "consumer": lambda u, t, e, s: role_consumer(u, t, int(e), float(s)),
+             "consumer": lambda u, t, e, s, r="0": role_consumer(u, t, int(e), float(s), r == "1"),
              "latency-producer": lambda u, t, c, r: role_latency_producer(u, t, int(c), float(r)),
              "latency-consumer": role_latency_consumer}
     if len(sys.argv) > 1 and sys.argv[1] in roles:

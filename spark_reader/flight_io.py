@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from pyspark.sql.datasource import InputPartition
 
+from flight_server.allocator import reuse_batch_buffers
 from producers import Client
 from spark_reader.options import Options
 
@@ -76,6 +77,7 @@ def read_partition(part: EndpointPartition, schema: pa.Schema) -> Iterator[pa.Re
 
     Opens its own client inside the Spark task: partitions travel pickled, clients do not.
     """
+    reuse_batch_buffers()  # this Python worker receives large batches: see flight_server/allocator.py
     names = schema.names
     last_error: BaseException | None = None
     for uri in part.locations:
