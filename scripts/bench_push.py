@@ -211,13 +211,16 @@ def bench_latency(runs: int, count: int, warehouse: str) -> dict:
     p50s, p99s = [], []
     server, uri = flight_paimon_server(warehouse)
     try:
-        for run in range(runs):
-            name = f"lat{run}"
+        for run in range(-1, runs):  # run -1 warms the server up and is not counted
+            name = f"lat{run + 1}"
+            n = count if run >= 0 else 300
             register(uri, name, LAT_SCHEMA, 16)
             consumer = spawn("latency-consumer", uri, name)
-            result(spawn("latency-producer", uri, name, str(count), "1000"))
+            result(spawn("latency-producer", uri, name, str(n), "1000"))
             lat = sorted(result(consumer)["lat_us"])
-            assert len(lat) == count
+            assert len(lat) == n
+            if run < 0:
+                continue
             p50s.append(lat[len(lat) // 2] / 1000)
             p99s.append(lat[int(len(lat) * 0.99)] / 1000)
             print(f"  run {run}: p50 {p50s[-1]:.2f} ms, p99 {p99s[-1]:.2f} ms", file=sys.stderr)
