@@ -23,7 +23,7 @@ _tuned: set[str] = set()
 
 def _mallopt(param: int, value: int, env: str) -> bool:
     """Set one glibc malloc parameter unless the environment sets it; True when it was set."""
-    if env in os.environ or not sys.platform.startswith("linux"):
+    if (env and env in os.environ) or not sys.platform.startswith("linux"):
         return False
     try:
         if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
@@ -53,9 +53,7 @@ def reuse_batch_buffers() -> bool:
     from ~100k to ~1k per GiB and its CPU per GiB by about a third, holding at most
     TRIM_THRESHOLD of free heap. Safe to call at any time, more than once; True when set.
     """
-    if "reuse" not in _tuned:
-        ok = _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_")
-        ok = _mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD, "MALLOC_TRIM_THRESHOLD_") and ok
-        if ok:
+    if "reuse" not in _tuned and not {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"} & set(os.environ):
+        if _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD, "") and _mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD, ""):
             _tuned.add("reuse")
     return "reuse" in _tuned
