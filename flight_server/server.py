@@ -43,6 +43,8 @@ class _Call:
                       duration_ms=round((time.perf_counter() - self.start) * 1000, 2))
         if error is None:
             log.info("rpc_done", **fields)
+        elif isinstance(error, Cancelled) and fields.get("mode") == "follow":
+            log.info("rpc_done", ended="the client closed the follow", **fields)  # how follows end
         else:
             log.warning("rpc_failed", error=str(error).splitlines()[0][:500], **fields)
 

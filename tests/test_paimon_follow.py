@@ -7,6 +7,7 @@ import time
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+from structlog.testing import capture_logs
 
 from producers import Client
 from tests.conftest import ServerProcess
@@ -95,18 +96,25 @@ def test_follow_from_latest_skips_existing_rows_and_from_earliest_replays_all(wh
 def test_cancelled_follow_ends_its_server_stream(wh, client, server):
     t = wh.create("orders", buckets=2)
     fi = info(client, command({"table": t, "follow": True, **POLL}))
-    followers = [Follower(client, ep) for ep in fi.endpoints]
-    deadline = time.monotonic() + 5
-    while server.server.paimon.open_follows < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.server.paimon.open_follows == 2
-    wh.commit(t, rows(0, 10))
-    for f in followers:
-        f.cancel()
-    deadline = time.monotonic() + 5
-    while server.server.paimon.open_follows and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.server.paimon.open_follows == 0
+    with capture_logs() as logs:
+        followers = [Follower(client, ep) for ep in fi.endpoints]
+        deadline = time.monotonic() + 5
+        while server.server.paimon.open_follows < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.server.paimon.open_follows == 2
+        wh.commit(t, rows(0, 10))
+        for f in followers:
+            f.cancel()
+        deadline = time.monotonic() + 5
+        while server.server.paimon.open_follows and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.server.paimon.open_follows == 0
+        deadline = time.monotonic() + 5
+        while len([e for e in logs if e.get("rpc") == "do_get"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    # A follow ends only when its client closes it: the normal end, logged as such, not as a failure.
+    ends = [e for e in logs if e.get("rpc") == "do_get"]
+    assert [(e["event"], e["ended"]) for e in ends] == [("rpc_done", "the client closed the follow")] * 2
 
 
 def test_killed_server_resumes_follow_by_consumer_id_without_skipping(wh, warehouse):
