@@ -18,19 +18,19 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's mallopt 
 MMAP_THRESHOLD = 32 << 20  # glibc's maximum: batch buffers stay in the heap and are reused
 TRIM_THRESHOLD = 64 << 20  # free heap kept for the next batches before pages go back
 
-_tuned: set[str] = set()
+_reusing = False  # reuse_batch_buffers() took effect in this process
 
 
-def _mallopt(param: int, value: int, env: str) -> bool:
-    """Set one glibc malloc parameter unless the environment sets it; True when it was set."""
-    if (env and env in os.environ) or not sys.platform.startswith("linux"):
-        return False
+def _glibc() -> bool:
     try:
-        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
-            return False
-        return ctypes.CDLL("libc.so.6").mallopt(param, value) == 1
-    except (ValueError, OSError, AttributeError):
-        return False  # not glibc after all: its defaults stay, nothing else changes
+        return sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError):
+        return False  # the C library does not say: not glibc, leave malloc alone
+
+
+def _mallopt(param: int, value: int) -> bool:
+    """Set one glibc malloc parameter; True when glibc took it."""
+    return _glibc() and ctypes.CDLL("libc.so.6").mallopt(param, value) == 1
 
 
 def one_malloc_arena() -> bool:
@@ -43,7 +43,7 @@ def one_malloc_arena() -> bool:
     pyarrow.flight already starts a thread that makes a second arena, and a limit set after that
     leaves the threads spread over both (measured: RSS growth 166 MiB instead of 132).
     """
-    return _mallopt(M_ARENA_MAX, 1, "MALLOC_ARENA_MAX")
+    return "MALLOC_ARENA_MAX" not in os.environ and _mallopt(M_ARENA_MAX, 1)
 
 
 def reuse_batch_buffers() -> bool:
@@ -53,7 +53,7 @@ def reuse_batch_buffers() -> bool:
     from ~100k to ~1k per GiB and its CPU per GiB by about a third, holding at most
     TRIM_THRESHOLD of free heap. Safe to call at any time, more than once; True when set.
     """
-    if "reuse" not in _tuned and not {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"} & set(os.environ):
-        if _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD, "") and _mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD, ""):
-            _tuned.add("reuse")
-    return "reuse" in _tuned
+    global _reusing
+    if not _reusing and not {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"} & set(os.environ):
+        _reusing = _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and _mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    return _reusing
