@@ -30,6 +30,8 @@ sys.path.insert(0, ROOT)
 
 from pypaimon import CatalogFactory, Schema  # noqa: E402
 
+from producers.paimon import commit_arrow  # noqa: E402
+
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),
                     ("region", pa.string()), ("ts", pa.int64())])
 
@@ -48,12 +50,7 @@ def write_table(catalog, name, rows, primary_keys=None, chunk=500_000, versions=
     catalog.create_table(name, Schema.from_pyarrow_schema(SCHEMA, primary_keys=primary_keys, options=opts), False)
     t = catalog.get_table(name)
     for start in [s for _ in range(versions) for s in range(0, rows, chunk)]:
-        wb = t.new_batch_write_builder()
-        w, c = wb.new_write(), wb.new_commit()
-        w.write_arrow(make_rows(start, min(chunk, rows - start)))
-        c.commit(w.prepare_commit())
-        w.close()
-        c.close()
+        commit_arrow(t, make_rows(start, min(chunk, rows - start)))
 
 
 def pypaimon_read(catalog, name, options=None) -> tuple[float, int]:

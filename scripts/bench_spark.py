@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from producers import Client  # noqa: E402
+from producers.paimon import commit_arrow  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
 # Small split targets make each data file its own split, so a bucket=-1 table plans one
@@ -71,12 +72,7 @@ def write_table(warehouse: str, rows: int, commits: int = 4) -> str:
             "amount": pc.multiply(pc.cast(ids, pa.float64()), 0.25),
             "region": regions.take(pc.bit_wise_and(ids, 3)),
         }, schema=SCHEMA)
-        wb = table.new_batch_write_builder()
-        writer, committer = wb.new_write(), wb.new_commit()
-        writer.write_arrow(data)
-        committer.commit(writer.prepare_commit())
-        writer.close()
-        committer.close()
+        commit_arrow(table, data)
     return "bench.orders"
 
 

@@ -67,13 +67,10 @@ def demo_push(uri: str, batches: int) -> None:
 def write_snapshot(table, first: int, rows: int) -> None:
     import pyarrow as pa
 
-    wb = table.new_batch_write_builder()
-    writer, commit = wb.new_write(), wb.new_commit()
-    writer.write_arrow(pa.table({"id": list(range(first, first + rows)),
-                                 "amount": [i * 1.5 for i in range(first, first + rows)]}))
-    commit.commit(writer.prepare_commit())
-    writer.close()
-    commit.close()
+    from producers.paimon import commit_arrow
+
+    commit_arrow(table, pa.table({"id": list(range(first, first + rows)),
+                                  "amount": [i * 1.5 for i in range(first, first + rows)]}))
 
 
 def demo_paimon(uri: str, warehouse: str) -> None:

@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from pypaimon import CatalogFactory, Schema
 
+from producers.paimon import commit_arrow
+
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
 REGIONS = ["eu", "us", "apac"]
 
@@ -32,14 +34,7 @@ class Warehouse:
 
     def commit(self, table: str, data: pa.Table) -> int:
         """Write one commit; return the snapshot it made."""
-        t = self.catalog.get_table(table)
-        wb = t.new_batch_write_builder()
-        writer, committer = wb.new_write(), wb.new_commit()
-        writer.write_arrow(data)
-        committer.commit(writer.prepare_commit())
-        writer.close()
-        committer.close()
-        return t.snapshot_manager().get_latest_snapshot().id
+        return commit_arrow(self.catalog.get_table(table), data)
 
     def read(self, table: str, snapshot: int | None = None) -> pa.Table:
         """pypaimon's own full read: the reference the Flight reads must match."""

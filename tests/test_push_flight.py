@@ -62,6 +62,15 @@ def drain(client: Client, name: str, partition: int = 0, timeout: float = 60) ->
     return list(client.read_endpoint(info.endpoints[0], timeout=timeout))
 
 
+def drain_until_error(client: Client, name: str, error: type, match: str, timeout: float = 10) -> list[pa.RecordBatch]:
+    """Read partition 0 of `name`: the batches that arrive before the stream fails with `match`."""
+    got = []
+    with pytest.raises(error, match=match):
+        for chunk in client.flight.do_get(client.info(name).endpoints[0].ticket, options=client.options(timeout)):
+            got.append(chunk.data)
+    return got
+
+
 def partition_stats(client: Client, name: str, partition: int = 0) -> dict:
     return client.stats(name)["push"][name]["partitions"][str(partition)]
 
@@ -125,10 +134,7 @@ def test_fail_action_returns_at_once_and_reader_gets_batches_then_cause(client):
     Client(client.uri, timeout=3).fail("t", "upstream shard 7 crashed")  # full, no reader: returns at once
     t.join(10)
     assert writer_error and "upstream shard 7 crashed" in str(writer_error[0])
-    got = []
-    with pytest.raises(flight.FlightServerError, match="upstream shard 7 crashed"):
-        for chunk in client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(10)):
-            got.append(chunk.data)
+    got = drain_until_error(client, "t", flight.FlightServerError, "upstream shard 7 crashed")
     assert all_ids(got) == list(range(3000))
 
 
@@ -141,10 +147,7 @@ def test_in_band_failure_reaches_reader_after_earlier_batches(client):
     writer.write_metadata(b'{"error": "sensor 12 returned garbage"}')
     writer.done_writing()
     writer.close()
-    got = []
-    with pytest.raises(flight.FlightServerError, match="sensor 12 returned garbage"):
-        for chunk in client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(10)):
-            got.append(chunk.data)
+    got = drain_until_error(client, "t", flight.FlightServerError, "sensor 12 returned garbage")
     assert all_ids(got) == list(range(30))
 
 
@@ -152,10 +155,7 @@ def test_exception_inside_with_sink_fails_the_reader(client):
     client.register("t", SCHEMA, capacity=8)
     proc = start_counter(client.uri, "t", "--batches", "10", "--raise-after", "4")
     assert proc.wait(30) != 0
-    got = []
-    with pytest.raises(flight.FlightServerError, match="counter producer gave up after 4 batches"):
-        for chunk in client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(10)):
-            got.append(chunk.data)
+    got = drain_until_error(client, "t", flight.FlightServerError, "counter producer gave up after 4 batches")
     assert all_ids(got) == list(range(4 * 5))
 
 
@@ -168,9 +168,7 @@ def test_killed_producer_fails_reader(client, blocked):
     watcher.wait_stalled() if blocked else watcher.wait_sent(5)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
-    with pytest.raises(flight.FlightError, match="broke"):
-        for _ in client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(20)):
-            pass
+    drain_until_error(client, "t", flight.FlightError, "broke", timeout=20)
     assert partition_stats(client, "t")["state"] == "failed"
 
 
@@ -178,9 +176,7 @@ def test_producer_call_timeout_fails_reader(client):
     client.register("t", SCHEMA, capacity=64)
     proc = start_counter(client.uri, "t", "--batches", "1000", "--rate", "20", "--timeout", "1")
     assert proc.wait(30) != 0
-    with pytest.raises(flight.FlightError, match="broke"):
-        for _ in client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(20)):
-            pass
+    drain_until_error(client, "t", flight.FlightError, "broke", timeout=20)
 
 
 def test_second_drain_is_already_consumed_and_ranges_replay_until_committed(client):
