@@ -13,13 +13,14 @@ from flight_server.schemas import decode_schema
 
 DESCRIPTIONS = {
     "register": 'Register a push table. Body: {"name", "schema": base64 Arrow IPC schema, '
-    '"capacity": 16, "partitions": 1, "writers": 1}. Result: {"name", "partitions", "capacity"}.',
+    '"capacity": 16, "partitions": 1, "writers": 1, "end_marker": "required" | "optional", '
+    '"idle_timeout_s": null}. Result: {"name", "partitions", "capacity"}.',
     "fail": 'End a push table (or one partition) with an error its readers receive. '
     'Body: {"name", "partition"?: P, "message"}.',
     "drop": 'Remove a push table; blocked writers and readers get an error. Body: {"name"}.',
     "commit": 'Free batches a replaying consumer has processed. Body: {"name", "offsets": {"P": seq}}.',
-    "stats": 'Per push table and partition: state, queued batches and bytes, rows in and out. '
-    'Body: {"name"?}.',
+    "stats": 'Per push table and partition: state, reader mode (drain or replay), writer streams, '
+    'queued batches and bytes, rows in and out. Body: {"name"?}.',
     "latest_snapshot": 'The latest snapshot id of a Paimon table, null when it has none. '
     'Body: {"table": "db.t"}. Result: {"snapshot_id": N or null}.',
     "consumer_progress": "A Paimon consumer's recorded progress: the next snapshot it will read, null when "
@@ -51,6 +52,8 @@ def register(reg: Registries, body: dict) -> dict:
         capacity=body.get("capacity", 16),
         partitions=body.get("partitions", 1),
         writers=body.get("writers", 1),
+        end_marker=body.get("end_marker", "required"),
+        idle_timeout_s=body.get("idle_timeout_s"),
     )
     return {"name": table.name, "partitions": len(table.partitions), "capacity": table.capacity}
 

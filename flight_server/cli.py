@@ -21,10 +21,9 @@ import pyarrow.flight as flight  # noqa: E402
 import structlog  # noqa: E402
 
 from flight_server import logging as fp_logging  # noqa: E402
-from producers.client import error_message  # noqa: E402
+from producers.client import FollowProgress, error_message  # noqa: E402
 
 DEFAULT_URI = "grpc://127.0.0.1:8815"
-SHUTDOWN_WAIT_S = 5.0
 
 log = structlog.get_logger("flight_cli")
 
@@ -46,13 +45,18 @@ def cmd_serve(args) -> int:
     log.info("serving", uri=server.uri, advertise=server.advertise, warehouse=args.warehouse,
              malloc_arena_max=1 if MALLOC_TUNED else None)
     sig = signal.sigwait(signals)
-    log.info("shutting_down", signal=signal.Signals(sig).name)
+    log.info("shutting_down", signal=signal.Signals(sig).name, timeout_s=args.shutdown_timeout)
     server.close_streams("the server is shutting down")
     stopper = threading.Thread(target=server.shutdown, name="flight-shutdown", daemon=True)
     stopper.start()
-    stopper.join(SHUTDOWN_WAIT_S)
+    stopper.join(args.shutdown_timeout)
     if stopper.is_alive():
-        log.warning("shutdown_timed_out", waited_s=SHUTDOWN_WAIT_S)
+        # A call stuck in gRPC (a frozen client that stopped reading) holds shutdown() forever,
+        # and interpreter exit would wait for it too: the bound is the process's exit.
+        log.warning("shutdown_timed_out", waited_s=args.shutdown_timeout)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
@@ -66,7 +70,8 @@ def cmd_register(args) -> int:
     from flight_server.schemas import parse_spec
 
     result = _client(args).register(args.name, parse_spec(args.schema), capacity=args.capacity,
-                                    partitions=args.partitions, writers=args.writers)
+                                    partitions=args.partitions, writers=args.writers,
+                                    end_marker=args.end_marker, idle_timeout_s=args.idle_timeout_s)
     print(json.dumps(result))
     return 0
 
@@ -132,31 +137,41 @@ def cmd_tail(args) -> int:
     else:
         raise SystemExit(f"flight_cli tail: target {args.target!r} is neither push:NAME nor DB.TABLE.")
     printer = _Printer(args.format, args.limit)
+    progress = FollowProgress(len(info.endpoints))
     results: queue.Queue = queue.Queue(maxsize=8)
     done = object()
 
-    def pull(endpoint):
+    def pull(i: int, endpoint):
         try:
-            for batch in client.read_endpoint(endpoint):
-                results.put(batch)
-        except flight.FlightError as e:
+            reader = client.flight.do_get(endpoint.ticket, options=client.options(None))
+            for chunk in reader:
+                results.put((i, chunk.data, chunk.app_metadata))
+        except Exception as e:  # noqa: BLE001 - every failure is printed and sets the exit status
             results.put(e)
         finally:
             results.put(done)
 
-    for ep in info.endpoints:
-        threading.Thread(target=pull, args=(ep,), daemon=True, name="tail-pull").start()
+    for i, ep in enumerate(info.endpoints):
+        threading.Thread(target=pull, args=(i, ep), daemon=True, name="tail-pull").start()
     open_streams, status = len(info.endpoints), 0
     try:
         while open_streams:
             item = results.get()
             if item is done:
                 open_streams -= 1
-            elif isinstance(item, BaseException):
+                continue
+            if isinstance(item, BaseException):
                 print(f"\nflight_cli tail: {error_message(item)}", file=sys.stderr)
                 status = 1
-            elif not printer.batch(item):
                 break
+            i, batch, metadata = item
+            if batch.num_rows and not printer.batch(batch):
+                break
+            # Printed first, committed after: a crash repeats at most what was not committed.
+            nxt = progress.update(i, metadata)
+            if nxt is not None and args.consumer_id:
+                client.action("consumer_commit", {"table": args.target, "consumer_id": args.consumer_id,
+                                                  "next_snapshot": nxt})
     except KeyboardInterrupt:
         status = 130
     elapsed = time.monotonic() - printer.start
@@ -174,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8815, help="0 picks a free port")
     p.add_argument("--advertise", action="append", help="URI put in FlightInfo endpoints (repeatable)")
+    p.add_argument("--shutdown-timeout", type=float, default=5.0,
+                   help="seconds SIGTERM/SIGINT wait for calls to end before the process exits anyway (default 5)")
     p.set_defaults(func=cmd_serve)
 
     def client_args(p):
@@ -185,7 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schema", required=True, help='e.g. "id:int64,name:string,ts:timestamp[us]"')
     p.add_argument("--capacity", type=int, default=16)
     p.add_argument("--partitions", type=int, default=1)
-    p.add_argument("--writers", type=int, default=1)
+    p.add_argument("--writers", type=int, default=1, help="producer streams per partition (default 1)")
+    p.add_argument("--end-marker", choices=["required", "optional"], default="required",
+                   help="optional: a stream that half-closes without {\"end\": N} ends cleanly too "
+                        "(unsafe: a crashed producer looks the same); for plain Flight clients")
+    p.add_argument("--idle-timeout-s", type=float,
+                   help="fail a partition whose producers send nothing for this long (default: never)")
     client_args(p)
     p.set_defaults(func=cmd_register)
 

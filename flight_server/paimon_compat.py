@@ -69,6 +69,21 @@ def write_consumer(table, consumer_id: str, next_snapshot: int) -> None:
     table.consumer_manager().reset_consumer(consumer_id, Consumer(next_snapshot=next_snapshot))
 
 
+def table_identity(table) -> str | None:
+    """When the table was created (its first schema's time), read afresh; None once it is gone.
+
+    Tells a table from a later one created under the same name: a reader planned on the first
+    must never read the second's snapshots.
+    """
+    from pypaimon.schema.schema_manager import SchemaManager
+
+    try:
+        schema = SchemaManager(table.file_io, table.table_path).get_schema(0)
+    except FileNotFoundError:  # dropped between the existence check and the read
+        return None
+    return None if schema is None else str(schema.time_millis)
+
+
 def output_schema(table_read) -> pa.Schema:
     """The exact schema a TableRead produces (projection, row kind, nullability included)."""
     reader = table_read.to_arrow_batch_reader([])

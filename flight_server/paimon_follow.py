@@ -4,10 +4,15 @@ Our own polling loop over pypaimon's per-snapshot delta planner, not `stream_syn
 owns an event loop and a prefetch thread with no way to stop them when the client goes, skips
 the bucket filter on its first plan, and fails on a table with no snapshot (FACTS.md).
 
-Consumer progress (`consumer_id`) is at-least-once and repeats at most one snapshot: after a
-snapshot's rows are handed to the stream we store that snapshot as the next to read (it may still
-sit in gRPC's buffers), and only once the stream has been idle for a poll interval, with every
-row long flushed to the client, do we store the snapshot after it.
+Consumer progress (`consumer_id`) is the consumer's to record: the server cannot know what a
+client has processed (gRPC buffers MiBs of what was sent). A follow starts at the consumer's
+recorded progress and, after each snapshot, sends a zero-row batch marked `{"done": N}`; a
+consumer that has processed everything before that mark on every endpoint commits N + 1 with
+`consumer_commit`. A crash repeats what was not committed and never skips.
+
+A follow also checks, whenever it reaches a new snapshot and while it waits, that its table is
+the one it was planned on (`compat.table_identity`): a dropped table ends the follow with an
+error, and a table created again under the same name is never read.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import pyarrow as pa
 import structlog
 
 from flight_server import paimon_compat as compat
 from flight_server.errors import Cancelled, NotFound, WrongState
 from flight_server.paimon_request import PaimonRequest
+from flight_server.wire import messages
 
 log = structlog.get_logger(__name__)
 
@@ -28,11 +35,17 @@ _WAIT_SLICE_S = 0.02  # how often a waiting follow re-checks for a gone client
 
 
 def start_position(scope, req: PaimonRequest, latest_id: int | None) -> dict:
-    """Pin the follow's start into the ticket: an optional full scan, then the first delta."""
+    """Pin the follow's start into the ticket: an optional full scan, then the first delta.
+
+    A consumer's recorded progress beats the start position (as in Paimon's connectors).
+    """
     sm = scope.table.snapshot_manager()
     earliest = compat.earliest_snapshot_id(sm) if latest_id is not None else None
     full, nxt = None, (latest_id or 0) + 1
-    if req.start == "latest-full":
+    stored = compat.read_consumer(scope.table, req.consumer_id) if req.consumer_id else None
+    if stored is not None:
+        nxt = stored
+    elif req.start == "latest-full":
         full = latest_id
     elif req.start == "earliest" and earliest is not None:
         # Deltas from snapshot 1 replay every commit in order; once early snapshots have
@@ -60,50 +73,53 @@ def snapshot_delta(scope, planner, snapshot, buckets: set | None) -> Iterator:
     if buckets is not None:
         splits = [s for s in splits if s.bucket in buckets]
     splits.sort(key=compat.split_sort_key)
-    yield from scope.batches(splits, b'{"snapshot": %d}' % snapshot.id)
+    yield from scope.batches(splits, messages.snapshot_mark(snapshot.id))
+
+
+def check_identity(table, name: str, identity: str | None) -> None:
+    """Raise unless the table is still the one a ticket was planned on."""
+    now = compat.table_identity(table)
+    if now == identity:
+        return
+    if now is None:
+        raise NotFound(f"Paimon table {name!r} was dropped; the read ends here.", table=name)
+    raise NotFound(
+        f"Paimon table {name!r} was dropped and created again; this read belonged to the earlier "
+        "table and ends here. Plan a new read for the new table.", table=name)
 
 
 def follow(scope, ticket: dict, is_cancelled: Callable[[], bool], stopping: threading.Event) -> Iterator:
-    """The unbounded stream of one follow endpoint; ends only with the client or the server."""
+    """The unbounded stream of one follow endpoint; ends only with the client, the server or the table."""
     from flight_server.paimon_source import pick, ticket_buckets
 
     req, table = scope.req, scope.table
     buckets = ticket_buckets(ticket, req)
-    cid = ticket.get("cid")
-    full, nxt = ticket["full"], ticket["next"]
-    stored = compat.read_consumer(table, cid) if cid else None
-    if stored is not None:
-        full, nxt = None, stored
+    full, nxt, identity = ticket["full"], ticket["next"], ticket.get("id")
     log.info("follow_start", table=req.table, buckets=sorted(buckets) if buckets else None,
-             full=full, next=nxt, consumer_id=cid)
+             full=full, next=nxt, consumer_id=req.consumer_id)
     planner = compat.new_delta_planner(table, scope.predicate, req.columns)
     sm = table.snapshot_manager()
     poll_s = req.poll_interval_ms / 1000.0
+    no_rows = pa.RecordBatch.from_pylist([], schema=scope.schema)  # carries the done marks
     try:
         if full is not None:
             splits = pick(scope.snapshot_splits(full), buckets, None)
-            yield from scope.batches(splits, b'{"snapshot": %d}' % full)
-            _save(table, cid, full)
-        nxt, flushed = (full + 1, False) if full is not None else (nxt, True)
+            yield from scope.batches(splits, messages.snapshot_mark(full))
+            nxt = full + 1
+        if nxt > 1:
+            yield no_rows, messages.done_mark(nxt - 1)  # everything before the start is done
         while True:
             snap = sm.get_snapshot_by_id(nxt)
+            check_identity(table, req.table, identity)  # after the read: that snapshot was ours
             if snap is None:
                 _check_not_expired(req.table, sm, nxt)
-                if not flushed:
-                    _save(table, cid, nxt)
-                    flushed = True
                 _wait(poll_s, is_cancelled, stopping, req.table)
                 continue
             yield from snapshot_delta(scope, planner, snap, buckets)
-            _save(table, cid, nxt)
-            nxt, flushed = nxt + 1, False
+            yield no_rows, messages.done_mark(nxt)
+            nxt += 1
     finally:
         compat.close_planner(planner)
-
-
-def _save(table, cid: str | None, next_snapshot: int) -> None:
-    if cid:
-        compat.write_consumer(table, cid, next_snapshot)
 
 
 def _check_not_expired(name: str, sm, nxt: int) -> None:

@@ -18,6 +18,7 @@ from flight_server import paimon_follow
 from flight_server.errors import InvalidRequest, NotFound
 from flight_server.paimon_filter import build_predicate
 from flight_server.paimon_request import PaimonRequest
+from flight_server.wire import messages
 
 log = structlog.get_logger(__name__)
 
@@ -212,13 +213,13 @@ class PaimonSource:
             raise InvalidRequest(
                 f"Bucket {req.buckets[-1]} of Paimon table {req.table!r} does not exist; it has {buckets} buckets (0..{buckets - 1})."
             )
-        base = {"paimon": req.table, "r": req.to_json()}
+        base = {"paimon": req.table, "r": req.to_json(), "id": compat.table_identity(scope.table)}
         sm = scope.table.snapshot_manager()
         latest = sm.get_latest_snapshot()
         latest_id = latest.id if latest else None
         if req.mode == "follow":
             base.update(paimon_follow.start_position(scope, req, latest_id))
-            return ReadPlan(scope.schema, self._per_bucket(base, req, buckets, follow=True))
+            return ReadPlan(scope.schema, self._per_bucket(base, req, buckets))
         if req.mode == "delta":
             if req.from_snapshot > (latest_id or 0):
                 scope.snapshot(req.from_snapshot)  # raises: a delta cannot start in the future
@@ -243,22 +244,17 @@ class PaimonSource:
         return ReadPlan(scope.schema, tickets, total)
 
     @staticmethod
-    def _per_bucket(base: dict, req: PaimonRequest, buckets: int | None, follow: bool = False) -> list[dict]:
+    def _per_bucket(base: dict, req: PaimonRequest, buckets: int | None) -> list[dict]:
         if buckets is None:  # bucket=-1: new data lands anywhere, so one endpoint follows it all
-            return [dict(base, cid=req.consumer_id) if follow else dict(base)]
+            return [dict(base)]
         chosen = req.buckets if req.buckets is not None else range(buckets)
-        tickets = []
-        for b in chosen:
-            ticket = dict(base, bk=b)
-            if follow and req.consumer_id:
-                ticket["cid"] = f"{req.consumer_id}-bucket-{b}"  # buckets advance independently
-            tickets.append(ticket)
-        return tickets
+        return [dict(base, bk=b) for b in chosen]
 
     def read(self, ticket: dict, is_cancelled: Callable[[], bool]) -> tuple[pa.Schema, Iterator]:
         """The schema and `(batch, app_metadata)` stream of one endpoint's ticket."""
         req = PaimonRequest(**_request_args(ticket["r"]))
         scope = Scope(self.table(req.table), req)
+        paimon_follow.check_identity(scope.table, req.table, ticket.get("id"))
         if ticket["m"] == "follow":
             return scope.schema, self._counted(paimon_follow.follow(scope, ticket, is_cancelled, self.stopping))
         if ticket["m"] == "delta":
@@ -330,7 +326,7 @@ def _snapshot(scope: Scope, ticket: dict) -> Iterator:
     if ticket["s"] is None:
         return
     splits = pick(scope.snapshot_splits(ticket["s"]), ticket_buckets(ticket, scope.req), ticket.get("g"))
-    yield from scope.batches(splits, b'{"snapshot": %d}' % ticket["s"])
+    yield from scope.batches(splits, messages.snapshot_mark(ticket["s"]))
 
 
 def _delta(scope: Scope, ticket: dict) -> Iterator:

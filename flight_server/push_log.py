@@ -1,9 +1,14 @@
 """The bounded, offset-indexed log behind one push-table partition (no Flight imports).
 
-Batches get sequence numbers 0, 1, 2, ... in append order. Invariant, under `_cond`'s lock:
-`_committed <= _next_seq` and `_next_seq - _committed <= capacity`: at most `capacity` batches
-are held that no consumer has committed. An append that would break it waits (that wait is the
-producer's backpressure: the server stops reading its stream, gRPC flow control blocks it).
+Batches get sequence numbers 0, 1, 2, ... in append order. Invariants, under `_cond`'s lock:
+- `_committed <= _sent <= _next_seq` and `_next_seq - _committed <= capacity`: at most
+  `capacity` batches are held that no consumer has committed, and nothing is committed that no
+  reader has been sent. An append that would break the bound waits (that wait is the producer's
+  backpressure: the server stops reading its stream, gRPC flow control blocks it).
+- At most `writers` producer streams ever attach; the partition reaches EOF after `writers`
+  clean ends, and any broken stream fails it.
+- One reader mode: a single-scan drain (which commits as it sends) or replay ranges with
+  explicit commits, never both.
 Every wait has a timeout and re-checks its condition and the caller's cancellation probe, so a
 vanished peer is noticed within `POLL_S`.
 """
@@ -11,6 +16,7 @@ vanished peer is noticed within `POLL_S`.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +28,7 @@ from flight_server.errors import Cancelled, InvalidRequest, PartitionFailed, Wro
 POLL_S = 0.05
 
 OPEN, EOF, FAILED = "open", "eof", "failed"
+DRAIN, REPLAY = "drain", "replay"  # reader modes
 
 
 def _never() -> bool:
@@ -37,8 +44,10 @@ class PartitionStats:
     queued_bytes: int
     rows_in: int
     rows_out: int
+    writers_attached: int
     writers_done: int
     writers: int
+    reader: str | None
     consumed: bool
     error: str | None
 
@@ -46,29 +55,62 @@ class PartitionStats:
 class PartitionLog:
     """One partition: appends from `writers` producer streams, reads by drain or by offset range."""
 
-    def __init__(self, label: str, capacity: int, writers: int = 1):
+    def __init__(self, label: str, capacity: int, writers: int = 1, idle_timeout_s: float | None = None):
         self.label = label  # "table NAME partition P", used in every message
         self.capacity = capacity
         self.writers = writers
+        self.idle_timeout_s = idle_timeout_s
         self._cond = threading.Condition()
         self._batches: deque[pa.RecordBatch] = deque()  # seqs _committed .. _next_seq-1
         self._committed = 0
+        self._sent = 0  # replay reads have been sent every batch below this
         self._next_seq = 0
         self._state = OPEN
         self._error: str | None = None
         self._error_cls: type[Exception] = PartitionFailed
+        self._writers_attached = 0
         self._writers_done = 0
+        self._reader: str | None = None
         self._consumed = False
+        self._last_activity = time.monotonic()
         self._queued_bytes = 0
         self._rows_in = 0
         self._rows_out = 0
 
     # -- producer side -------------------------------------------------------------------
 
-    def check_writable(self) -> None:
-        """Raise unless a producer may still append (called when a do_put arrives)."""
+    def attach_writer(self) -> None:
+        """Give a new producer stream one of the `writers` slots, or refuse it before it appends."""
         with self._cond:
             self._raise_unless_open()
+            if self._writers_attached >= self.writers:
+                raise WrongState(
+                    f"{self.label} takes {self.writers} writer stream(s) and all have attached "
+                    f"({self._writers_done} ended); register the table with more writers, or a new table."
+                )
+            self._writers_attached += 1
+            self._last_activity = time.monotonic()
+
+    def touch(self) -> None:
+        """A producer stream said something (a message without a batch): it is alive."""
+        with self._cond:
+            self._last_activity = time.monotonic()
+
+    def check_idle(self, now: float) -> None:
+        """Fail the partition if its producers sent nothing for `idle_timeout_s` while it had room.
+
+        A full partition is waiting for its reader, not its producers: the clock restarts then.
+        """
+        with self._cond:
+            if self.idle_timeout_s is None or self._state != OPEN:
+                return
+            if self._next_seq - self._committed >= self.capacity:
+                self._last_activity = now
+            elif now - self._last_activity > self.idle_timeout_s:
+                self._fail_locked(
+                    f"no producer stream sent anything for {self.idle_timeout_s:g} s (idle_timeout_s): "
+                    "the producer may be frozen or cut off"
+                )
 
     def append(self, batch: pa.RecordBatch, cancelled: Callable[[], bool] = _never) -> int:
         """Append `batch`, waiting while the partition is full; return its sequence number.
@@ -90,6 +132,7 @@ class PartitionLog:
             self._next_seq += 1
             self._queued_bytes += batch.nbytes
             self._rows_in += batch.num_rows
+            self._last_activity = time.monotonic()
             self._cond.notify_all()
             return seq
 
@@ -140,7 +183,13 @@ class PartitionLog:
                     f"{self.label} was already consumed by an earlier scan; a push partition "
                     "is read once (use offset-range tickets to replay)."
                 )
+            if self._reader == REPLAY:
+                raise WrongState(
+                    f"{self.label} is read by replay tickets and commits; a single-scan drain would "
+                    "take batches from under that reader. Read it with offset-range tickets."
+                )
             self._consumed = True
+            self._reader = DRAIN
         return self._drain_iter(cancelled)
 
     def _drain_iter(self, cancelled: Callable[[], bool]) -> Iterator[pa.RecordBatch]:
@@ -160,8 +209,11 @@ class PartitionLog:
         with self._cond:
             while True:
                 if self._batches:
+                    if self._next_seq - self._committed >= self.capacity:
+                        self._last_activity = time.monotonic()  # room again: the idle clock restarts
                     batch = self._batches.popleft()
                     self._committed += 1
+                    self._sent = self._committed
                     self._account_out(batch)
                     self._cond.notify_all()
                     return batch
@@ -179,8 +231,14 @@ class PartitionLog:
         """Replayable read of batches [start, end) without committing; waits for late ones."""
         if start < 0 or end < start:
             raise InvalidRequest(f"Offset range [{start}, {end}) of {self.label} is not a valid range.")
-        for seq in range(start, end):
-            yield self._get(seq, end, cancelled)
+        with self._cond:
+            if self._reader == DRAIN:
+                raise WrongState(
+                    f"{self.label} is being drained by a single-scan reader, which commits as it "
+                    "reads; replay tickets cannot read it too."
+                )
+            self._reader = REPLAY
+        return (self._get(seq, end, cancelled) for seq in range(start, end))
 
     def _get(self, seq: int, end: int, cancelled: Callable[[], bool]) -> pa.RecordBatch:
         with self._cond:
@@ -193,6 +251,7 @@ class PartitionLog:
                 if seq < self._next_seq:
                     batch = self._batches[seq - self._committed]
                     self._rows_out += batch.num_rows
+                    self._sent = max(self._sent, seq + 1)
                     return batch
                 if self._state == FAILED:
                     raise self._error_cls(f"{self.label} failed: {self._error}")
@@ -206,16 +265,26 @@ class PartitionLog:
                 self._cond.wait(POLL_S)
 
     def commit(self, upto: int) -> None:
-        """Free every batch with a sequence number below `upto`. Committing backwards is a no-op."""
+        """Free every batch below `upto` that a replay reader was sent. Committing backwards is a no-op."""
         with self._cond:
-            if upto > self._next_seq:
-                raise InvalidRequest(
-                    f"Cannot commit {self.label} up to {upto}: only {self._next_seq} batches "
-                    "were appended; commit an offset you have read."
+            if upto <= self._committed:
+                return
+            if self._reader == DRAIN:
+                raise WrongState(
+                    f"Cannot commit {self.label}: a single-scan reader is draining it and commits "
+                    "as it reads; commit is for readers of replay tickets."
                 )
+            if upto > self._sent:
+                raise InvalidRequest(
+                    f"Cannot commit {self.label} up to {upto}: readers were sent batches up to "
+                    f"{self._sent} ({self._next_seq} appended); commit only offsets you have read."
+                )
+            was_full = self._next_seq - self._committed >= self.capacity
             while self._committed < upto:
                 self._account_out(self._batches.popleft(), count_rows=False)
                 self._committed += 1
+            if was_full:
+                self._last_activity = time.monotonic()
             self._cond.notify_all()
 
     def _account_out(self, batch: pa.RecordBatch, count_rows: bool = True) -> None:
@@ -238,8 +307,10 @@ class PartitionLog:
                 queued_bytes=self._queued_bytes,
                 rows_in=self._rows_in,
                 rows_out=self._rows_out,
+                writers_attached=self._writers_attached,
                 writers_done=self._writers_done,
                 writers=self.writers,
+                reader=self._reader,
                 consumed=self._consumed,
                 error=self._error,
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
@@ -14,6 +15,9 @@ from flight_server.schemas import describe, schema_difference
 
 MAX_PARTITIONS = 1024
 MAX_CAPACITY = 1 << 20
+MAX_IDLE_TIMEOUT_S = 86400.0
+WATCHDOG_TICK_S = 0.05  # how late past its idle_timeout_s a quiet partition may fail
+END_MARKER_MODES = ("required", "optional")
 
 
 @dataclass
@@ -24,6 +28,9 @@ class PushTable:
     schema: pa.Schema
     capacity: int
     partitions: list[PartitionLog]
+    # "optional": a stream that half-closes without {"end": N} counts as a clean end (unsafe:
+    # a crashed producer looks the same); for plain Flight clients that cannot send the marker.
+    end_marker: str = "required"
     # Tells this table from an earlier one of the same name, so old tickets are refused.
     uid: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -50,6 +57,25 @@ def _positive_int(value, what: str, upper: int) -> int:
     return value
 
 
+def _idle_timeout(value, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_IDLE_TIMEOUT_S:
+        raise InvalidRequest(
+            f"idle_timeout_s of push table {name!r} must be a number of seconds from 0 (exclusive) "
+            f"to {MAX_IDLE_TIMEOUT_S:g}, or null for none; got {value!r}."
+        )
+    return float(value)
+
+
+def _end_marker(value, name: str) -> str:
+    if value not in END_MARKER_MODES:
+        raise InvalidRequest(
+            f"end_marker of push table {name!r} must be 'required' (the default) or 'optional', got {value!r}."
+        )
+    return value
+
+
 def _check_name(name) -> str:
     if not isinstance(name, str) or not name or "/" in name or len(name) > 200:
         raise InvalidRequest(
@@ -65,17 +91,23 @@ class PushRegistry:
         self._lock = threading.Lock()
         self._tables: dict[str, PushTable] = {}
         self._closing: str | None = None
+        self._stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
-    def register(self, name, schema: pa.Schema, capacity=16, partitions=1, writers=1) -> PushTable:
+    def register(self, name, schema: pa.Schema, capacity=16, partitions=1, writers=1,
+                 end_marker="required", idle_timeout_s=None) -> PushTable:
         _check_name(name)
         capacity = _positive_int(capacity, f"capacity of push table {name!r}", MAX_CAPACITY)
         partitions = _positive_int(partitions, f"partitions of push table {name!r}", MAX_PARTITIONS)
         writers = _positive_int(writers, f"writers of push table {name!r}", 1 << 16)
+        end_marker = _end_marker(end_marker, name)
+        idle = _idle_timeout(idle_timeout_s, name)
         if len(schema) == 0:
             raise InvalidRequest(f"Push table {name!r} needs at least one column; the schema has none.")
         table = PushTable(
             name, schema, capacity,
-            [PartitionLog(f"push table {name!r} partition {p}", capacity, writers) for p in range(partitions)],
+            [PartitionLog(f"push table {name!r} partition {p}", capacity, writers, idle) for p in range(partitions)],
+            end_marker,
         )
         with self._lock:
             if self._closing:
@@ -85,7 +117,18 @@ class PushRegistry:
                     f"Push table {name!r} is already registered; drop it first or pick another name."
                 )
             self._tables[name] = table
+            if idle is not None and self._watchdog is None:
+                self._watchdog = threading.Thread(target=self._watch_idle, name="push-idle-watchdog", daemon=True)
+                self._watchdog.start()
         return table
+
+    def _watch_idle(self) -> None:
+        """Fail partitions whose producers went quiet past their table's idle_timeout_s."""
+        while not self._stop.wait(WATCHDOG_TICK_S):
+            now = time.monotonic()
+            for table in self.tables():
+                for log in table.partitions:
+                    log.check_idle(now)
 
     def get(self, name) -> PushTable:
         _check_name(name)
@@ -136,6 +179,8 @@ class PushRegistry:
             t.name: {
                 "schema": describe(t.schema),
                 "capacity": t.capacity,
+                "end_marker": t.end_marker,
+                "idle_timeout_s": t.partitions[0].idle_timeout_s,
                 "partitions": {str(i): asdict(log.stats()) for i, log in enumerate(t.partitions)},
             }
             for t in tables
@@ -146,6 +191,7 @@ class PushRegistry:
         with self._lock:
             self._closing = reason
             tables = list(self._tables.values())
+        self._stop.set()
         for t in tables:
             for log in t.partitions:
                 log.fail(reason)

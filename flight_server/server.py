@@ -16,11 +16,12 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server import actions
-from flight_server.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, to_flight
+from flight_server.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed, to_flight
 from flight_server.paimon_request import PaimonRequest, parse_command, parse_path
 from flight_server.paimon_source import PaimonSource
 from flight_server.push_tables import PushRegistry, PushTable
 from flight_server.tickets import PushTarget, TicketCodec, parse_json_object, parse_push_path
+from flight_server.wire import messages
 
 log = structlog.get_logger(__name__)
 
@@ -162,9 +163,9 @@ class FlightPaimonServer(flight.FlightServerBase):
             call.fields["partition"] = p
             part = table.partition(p)
             table.check_schema(reader.schema, p)
-            part.check_writable()
+            part.attach_writer()
             try:
-                self._pump(reader, writer, part, context, call)
+                self._pump(reader, writer, part, context, call, table.end_marker == "required")
             except FlightPaimonError:
                 raise  # the log has already recorded its own state change
             except BaseException as e:
@@ -183,26 +184,60 @@ class FlightPaimonServer(flight.FlightServerBase):
         return 0
 
     @staticmethod
-    def _pump(reader, writer, part, context, call: _Call) -> None:
+    def _pump(reader, writer, part, context, call: _Call, end_required: bool) -> None:
+        """Append the stream's batches; its clean end is the producer's `{"end": N}` marker."""
+        received = 0
         while True:
             try:
                 chunk = reader.read_chunk()
             except StopIteration:
                 break
-            if chunk.app_metadata is not None and chunk.data is None:
-                error = _in_band_error(chunk.app_metadata)
-                if error is not None:
-                    part.fail(f"the producer failed: {error}")
-                    call.fields["producer_error"] = error
-                    return
+            said = messages.read_producer_message(chunk.app_metadata)
+            if said is not None and said.error is not None:
+                part.fail(f"the producer failed: {said.error}")  # a batch riding on it is not appended
+                call.fields["producer_error"] = said.error
+                return
             if chunk.data is not None:
                 seq = part.append(chunk.data, context.is_cancelled)
+                received += 1
                 call.add(chunk.data)
-                writer.write(pa.py_buffer(b'{"seq": %d}' % seq))
+                writer.write(pa.py_buffer(messages.ack(seq)))
+            else:
+                part.touch()
+            if said is not None and said.has_end:
+                FlightPaimonServer._end_stream(reader, part, said.end, received, call)
+                return
         if context.is_cancelled():
             part.fail("the producer's stream broke (killed, timed out or cancelled) before it ended cleanly")
             raise Cancelled(f"The producer's stream to {part.label} was cancelled; the partition failed.")
+        if end_required:
+            part.fail(f"the producer's stream ended after {received} batch(es) without its end marker "
+                      '{"end": N}: the producer may have crashed')
+            raise PartitionFailed(
+                f"The stream to {part.label} half-closed without its end marker {{\"end\": {received}}}; "
+                "the partition failed. Send the marker before closing (TableSink does), or register "
+                "the table with end_marker 'optional'."
+            )
         call.fields["eof"] = part.writer_done()
+
+    @staticmethod
+    def _end_stream(reader, part, claimed, received: int, call: _Call) -> None:
+        """Check the producer's `{"end": N}` against what arrived; then nothing more may follow."""
+        if isinstance(claimed, bool) or not isinstance(claimed, int) or claimed != received:
+            part.fail(f"the producer's end marker says {claimed!r} batch(es) but the server received {received}")
+            raise PartitionFailed(
+                f"The stream to {part.label} ended with end marker {claimed!r} but the server received "
+                f"{received} batch(es); the partition failed."
+            )
+        call.fields["eof"] = part.writer_done()
+        try:
+            reader.read_chunk()
+        except StopIteration:
+            return
+        raise InvalidRequest(
+            f"The stream to {part.label} sent more after its end marker; the partition had already "
+            f"ended cleanly with the {received} batch(es) before it."
+        )
 
     def do_get(self, context, ticket):
         with _call("do_get", context, streaming=True) as call:
@@ -262,13 +297,3 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.push.shutdown(reason)
         self.paimon.stopping.set()
 
-
-def _in_band_error(metadata: pa.Buffer) -> str | None:
-    """The cause from an in-band `{"error": ...}` message; other app_metadata is the producer's own."""
-    try:
-        value = json.loads(metadata.to_pybytes())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if isinstance(value, dict) and "error" in value:
-        return str(value["error"])
-    return None

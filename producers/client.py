@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.schemas import encode_schema
+from flight_server.wire import messages
 from producers.sink import TableSink
 
 
@@ -18,6 +19,29 @@ def error_message(exc: BaseException) -> str:
     for marker in (". Detail:", ". gRPC client debug context:", "\n"):
         text = text.split(marker, 1)[0]
     return text
+
+
+class FollowProgress:
+    """A consumer's progress over the endpoints of a Paimon follow, from their `{"done": N}` marks.
+
+    Feed it every chunk's app_metadata after processing the chunk; it returns the next snapshot
+    to commit (`consumer_commit`) when every endpoint has moved past one more snapshot.
+    """
+
+    def __init__(self, endpoints: int):
+        self._done = [0] * endpoints
+        self._committed = 0
+
+    def update(self, endpoint: int, metadata) -> int | None:
+        done = messages.read_mark(metadata).done
+        if done is None:
+            return None
+        self._done[endpoint] = max(self._done[endpoint], done)
+        nxt = min(self._done) + 1
+        if min(self._done) == 0 or nxt <= self._committed:
+            return None
+        self._committed = nxt
+        return nxt
 
 
 class Client:
@@ -39,9 +63,15 @@ class Client:
     # -- push tables ---------------------------------------------------------------------
 
     def register(self, name: str, schema: pa.Schema, capacity: int = 16, partitions: int = 1,
-                 writers: int = 1) -> dict:
-        return self.action("register", {"name": name, "schema": encode_schema(schema), "capacity": capacity,
-                                        "partitions": partitions, "writers": writers})
+                 writers: int = 1, end_marker: str = "required", idle_timeout_s: float | None = None) -> dict:
+        """Register a push table. `end_marker="optional"` lets plain Flight clients end a stream by
+        half-closing (unsafe: a crashed producer looks the same); `idle_timeout_s` fails a
+        partition whose producers send nothing for that long."""
+        body = {"name": name, "schema": encode_schema(schema), "capacity": capacity,
+                "partitions": partitions, "writers": writers, "end_marker": end_marker}
+        if idle_timeout_s is not None:
+            body["idle_timeout_s"] = idle_timeout_s
+        return self.action("register", body)
 
     def register_streaming_table(self, name: str, schema: pa.Schema, capacity: int = 16,
                                  partitions: int = 1, writers: int = 1, partition: int = 0,

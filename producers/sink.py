@@ -8,13 +8,14 @@ batch not taken, so a False never means "half sent".
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
+
+from flight_server.wire import messages
 
 log = structlog.get_logger(__name__)
 
@@ -30,7 +31,8 @@ class TableSink:
     """A producer's end of one push-table partition; use as a context manager.
 
     Inside `with sink:` any exception fails the partition in-band (the reader gets the cause),
-    and a clean exit closes it (the reader gets EOF once every writer has closed).
+    and a clean exit closes it with the end marker `{"end": N}` (the reader gets EOF once every
+    writer has closed). A sink that is never closed never ends its partition cleanly.
     """
 
     def __init__(self, client, name: str, partition: int, schema: pa.Schema,
@@ -151,10 +153,13 @@ class TableSink:
             while True:
                 item = self._slot.get()
                 if item is _CLOSE:
+                    # The explicit clean end: without it the server fails the partition, so a
+                    # producer that dies (its writer closed by destructors) never looks finished.
+                    self._writer.write_metadata(messages.end(self.sent))
                     self._writer.done_writing()
                     return
                 if isinstance(item, tuple):
-                    self._writer.write_metadata(json.dumps({"error": item[1]}).encode())
+                    self._writer.write_metadata(messages.producer_error(item[1]))
                     self._writer.done_writing()
                     return
                 self._writer.write_batch(item)
@@ -165,7 +170,7 @@ class TableSink:
     def _ack_loop(self) -> None:
         try:
             while (buf := self._acks.read()) is not None:
-                self.acked = json.loads(buf.to_pybytes())["seq"]
+                self.acked = messages.read_ack(buf)
         except BaseException as e:  # noqa: BLE001 - the same error reaches close()/write()
             if not self._failed:
                 self._error = self._error or e

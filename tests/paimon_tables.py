@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from pypaimon import CatalogFactory, Schema
 
+from flight_server.wire import messages
 from producers.paimon import commit_arrow
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
@@ -79,13 +80,17 @@ def read_all(client, descriptor, timeout: float = 30) -> tuple[flight.FlightInfo
 
 
 class Follower:
-    """Reads one follow endpoint in a thread: (snapshot, rows) in arrival order until cancelled."""
+    """Reads one follow endpoint in a thread: (snapshot, rows) in arrival order until cancelled.
+
+    `done` is the last `{"done": N}` progress mark the endpoint sent (0 before the first).
+    """
 
     def __init__(self, client, endpoint, timeout: float = 60):
         self.reader = client.flight.do_get(endpoint.ticket, options=client.options(timeout))
         self.items: queue.Queue = queue.Queue()
         self.received: list[tuple[int, pa.RecordBatch]] = []
         self.error: BaseException | None = None
+        self.done = 0
         self.thread = threading.Thread(target=self._run, daemon=True, name="test-follower")
         self.thread.start()
 
@@ -93,8 +98,12 @@ class Follower:
         try:
             while True:
                 chunk = self.reader.read_chunk()
-                snapshot = json.loads(chunk.app_metadata.to_pybytes())["snapshot"]
-                self.items.put((snapshot, chunk.data))
+                mark = messages.read_mark(chunk.app_metadata)
+                if mark.done is not None:
+                    assert chunk.data.num_rows == 0, "a done mark rides on a zero-row batch"
+                    self.done = mark.done
+                    continue
+                self.items.put((mark.snapshot, chunk.data))
         except StopIteration:
             pass
         except BaseException as e:  # cancelled by the test, or a real failure to report

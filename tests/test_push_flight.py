@@ -179,21 +179,40 @@ def test_producer_call_timeout_fails_reader(client):
     drain_until_error(client, "t", flight.FlightError, "broke", timeout=20)
 
 
-def test_second_drain_is_already_consumed_and_ranges_replay_until_committed(client):
+def _read_ids(client, ticket) -> list[int]:
+    return all_ids(client.flight.do_get(ticket, options=client.options(10)).read_all().to_batches())
+
+
+def test_ranges_replay_until_committed_and_then_a_drain_is_refused(client):
     with client.register_streaming_table("t", SCHEMA, capacity=16) as sink:
         for i in range(6):
             sink.write(make_batch(i, 1))
     ticket_range = client.replay_info("t", 0, 1, 4).endpoints[0].ticket
-    read = lambda ticket: all_ids(client.flight.do_get(ticket, options=client.options(10)).read_all().to_batches())
-    assert read(ticket_range) == [1, 2, 3]
-    assert read(ticket_range) == [1, 2, 3]
+    assert _read_ids(client, ticket_range) == [1, 2, 3]
+    assert _read_ids(client, ticket_range) == [1, 2, 3]
     client.commit("t", {0: 2})
     with pytest.raises(flight.FlightServerError, match="already committed"):
-        read(ticket_range)
+        _read_ids(client, ticket_range)
+    with pytest.raises(pa.ArrowInvalid, match="readers were sent batches up to 4"):
+        client.commit("t", {0: 5})  # never past what a reader was sent
+    with pytest.raises(flight.FlightServerError, match="is read by replay tickets"):
+        _read_ids(client, client.info("t").endpoints[0].ticket)
+    assert partition_stats(client, "t")["reader"] == "replay"
+
+
+def test_second_drain_is_already_consumed_and_a_drained_partition_refuses_commit_and_replay(client):
+    with client.register_streaming_table("t", SCHEMA, capacity=16) as sink:
+        for i in range(6):
+            sink.write(make_batch(i, 1))
     drain_ticket = client.info("t").endpoints[0].ticket
-    assert read(drain_ticket) == [2, 3, 4, 5]
+    assert _read_ids(client, drain_ticket) == [0, 1, 2, 3, 4, 5]
     with pytest.raises(flight.FlightServerError, match="already consumed"):
-        read(drain_ticket)
+        _read_ids(client, drain_ticket)
+    assert partition_stats(client, "t")["reader"] == "drain"
+    with pytest.raises(flight.FlightServerError, match="single-scan reader is draining it"):
+        client.commit("t", {0: 7})
+    with pytest.raises(flight.FlightServerError, match="being drained by a single-scan reader"):
+        _read_ids(client, client.replay_info("t", 0, 0, 6).endpoints[0].ticket)
 
 
 def test_consumer_cancel_fails_blocked_producer_within_a_second(client):

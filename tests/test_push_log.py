@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -32,6 +33,7 @@ def test_full_partition_blocks_append_until_commit():
     t = threading.Thread(target=lambda: (log.append(batch(2)), appended.set()), daemon=True)
     t.start()
     assert not appended.wait(0.3), "append past capacity must wait"
+    assert ids(log.read_range(0, 1)) == [0]
     log.commit(1)
     assert appended.wait(5), "commit must free room for the blocked append"
     assert log.stats().queued_batches == 2
@@ -109,18 +111,71 @@ def test_range_waits_for_late_batches_and_refuses_beyond_eof():
         list(log.read_range(0, 3))
 
 
-def test_commit_beyond_appended_is_refused():
+def test_commit_never_passes_what_a_reader_was_sent():
     log = PartitionLog("t p0", capacity=8)
-    log.append(batch(0))
-    with pytest.raises(InvalidRequest, match="only 1 batches"):
-        log.commit(2)
+    for i in range(3):
+        log.append(batch(i))
+    with pytest.raises(InvalidRequest, match="readers were sent batches up to 0 \\(3 appended\\)"):
+        log.commit(1)
+    assert ids(log.read_range(0, 2)) == [0, 1]
+    with pytest.raises(InvalidRequest, match="readers were sent batches up to 2"):
+        log.commit(3)
+    log.commit(2)
+    assert log.stats().committed == 2
+
+
+def test_commit_is_refused_while_a_drain_reads_and_a_drain_while_replays_read():
+    drained = PartitionLog("t p0", capacity=8)
+    drained.append(batch(0))
+    reader = drained.drain()
+    with pytest.raises(WrongState, match="single-scan reader is draining it"):
+        drained.commit(1)
+    with pytest.raises(WrongState, match="being drained"):
+        drained.read_range(0, 1)
+    assert ids([next(reader)]) == [0]
+    replayed = PartitionLog("t p1", capacity=8)
+    replayed.append(batch(0))
+    assert ids(replayed.read_range(0, 1)) == [0]
+    with pytest.raises(WrongState, match="read by replay tickets"):
+        replayed.drain()
+    assert (drained.stats().reader, replayed.stats().reader) == ("drain", "replay")
 
 
 def test_partition_with_k_writers_ends_after_k_clean_closes():
     log = PartitionLog("t p0", capacity=8, writers=3)
+    for _ in range(3):
+        log.attach_writer()
     assert [log.writer_done() for _ in range(3)] == [False, False, True]
     with pytest.raises(WrongState, match="closed"):
-        log.check_writable()
+        log.attach_writer()
+
+
+def test_writer_slots_refuse_an_extra_stream_before_it_appends():
+    log = PartitionLog("t p0", capacity=8, writers=2)
+    log.attach_writer()
+    log.attach_writer()
+    with pytest.raises(WrongState, match="takes 2 writer stream\\(s\\) and all have attached"):
+        log.attach_writer()
+    log.writer_done()  # a slot whose stream ended is not given out again
+    with pytest.raises(WrongState, match="all have attached \\(1 ended\\)"):
+        log.attach_writer()
+    assert log.stats().next_seq == 0
+
+
+def test_idle_partition_fails_only_while_it_has_room():
+    log = PartitionLog("t p0", capacity=1, idle_timeout_s=0.5)
+    log.attach_writer()
+    log.append(batch(0))  # full: waiting for its reader, not its producer
+    now = time.monotonic()
+    log.check_idle(now + 10)
+    assert log.stats().state == "open"
+    assert ids(log.read_range(0, 1)) == [0]
+    log.commit(1)  # room again: the clock restarts
+    log.check_idle(time.monotonic() + 0.2)
+    assert log.stats().state == "open"
+    log.check_idle(time.monotonic() + 0.6)
+    s = log.stats()
+    assert s.state == "failed" and "idle_timeout_s" in s.error
 
 
 @settings(max_examples=200, deadline=None)

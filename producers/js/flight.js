@@ -64,6 +64,7 @@ export class PushStream {
     this.schema = schema;
     this.call = this.client.DoPut({ deadline: Date.now() + timeoutS * 1000 });
     this.sentSchema = false;
+    this.sent = 0; // batches written: the count the end marker carries
     this.acked = -1;
     this.error = null;
     this.pending = null;
@@ -100,18 +101,28 @@ export class PushStream {
     for (const { header, body } of messages) {
       await this._write({ data_header: asBuffer(header), data_body: asBuffer(body) });
     }
+    this.sent += 1;
   }
 
-  /** Fail the partition in-band: its reader gets `message` as a Flight error. */
+  /** Fail the partition in-band: its reader gets `message` as a Flight error (docs/protocol.md). */
   async fail(message) {
     await this._start();
     await this._write({ app_metadata: Buffer.from(JSON.stringify({ error: message })) });
-    return this.close();
+    return this._finish();
   }
 
-  /** End the stream cleanly and wait for the server's last ack and status; throws its error. */
+  /**
+   * End the stream cleanly: the end marker {"end": N} (docs/protocol.md), then the half-close.
+   * Without the marker the server takes the half-close for a crash and fails the partition.
+   * Waits for the server's last ack and status; throws its error.
+   */
   async close() {
     await this._start();
+    await this._write({ app_metadata: Buffer.from(JSON.stringify({ end: this.sent })) });
+    return this._finish();
+  }
+
+  async _finish() {
     this.call.end();
     await this.finished;
     this.client.close();

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 import grpc
 import pyarrow as pa
 
+from flight_server.wire import messages
 from producers.raw_grpc import rows, stubs
 
 pb2, pb2_grpc = stubs.load()
@@ -41,7 +42,12 @@ def batch_data(batch: pa.RecordBatch) -> pb2.FlightData:
 
 def error_data(message: str) -> pb2.FlightData:
     """An in-band failure: app_metadata only, which the server turns into the partition's error."""
-    return pb2.FlightData(app_metadata=json.dumps({"error": message}).encode())
+    return pb2.FlightData(app_metadata=messages.producer_error(message))
+
+
+def end_data(batches: int) -> pb2.FlightData:
+    """The stream's clean end: without it the server takes the half-close for a crash."""
+    return pb2.FlightData(app_metadata=messages.end(batches))
 
 
 def server_message(error: grpc.RpcError) -> str:
@@ -60,7 +66,7 @@ def push(uri: str, name: str, partition: int, requests: Iterable[pb2.FlightData]
     with grpc.insecure_channel(target, options=options) as channel:
         stub = pb2_grpc.FlightServiceStub(channel)
         for result in stub.DoPut(iter(requests), timeout=timeout_s):
-            last = json.loads(result.app_metadata)["seq"]
+            last = messages.read_ack(result.app_metadata)
             on_ack(last)
     return last
 
@@ -76,6 +82,8 @@ def demo_requests(args, path: list[str]) -> Iterator[pb2.FlightData]:
         say(f"sent {b} rows={args.rows}")
     if args.fail_after is not None:
         yield error_data(args.message)
+    else:
+        yield end_data(count)
 
 
 def main(argv: list[str] | None = None) -> int:

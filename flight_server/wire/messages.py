@@ -1,0 +1,95 @@
+"""app_metadata messages: the small JSON objects that travel beside (or instead of) batches.
+
+Producer -> server on a do_put stream:
+  `{"end": N}`      the stream's clean end: N batches were sent on it (may ride on the last batch)
+  `{"error": TEXT}` the producer failed: the partition fails with TEXT (a batch it rides on is dropped)
+Server -> producer:
+  `{"seq": N}`      batch N of the partition was appended
+Server -> reader on a Paimon do_get stream:
+  `{"snapshot": N}` the batch's rows were committed by snapshot N
+  `{"done": N}`     (on a zero-row batch, follow reads) every row of snapshots <= N this endpoint
+                    will send has been sent: a consumer may commit progress N + 1
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+SEQ, END, ERROR, SNAPSHOT, DONE = "seq", "end", "error", "snapshot", "done"
+
+
+def _encode(key: str, value) -> bytes:
+    return json.dumps({key: value}).encode()
+
+
+def _object(buf) -> dict | None:
+    """The JSON object in an app_metadata buffer, None when it holds none."""
+    if buf is None:
+        return None
+    raw = buf.to_pybytes() if hasattr(buf, "to_pybytes") else bytes(buf)
+    try:
+        value = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def ack(seq: int) -> bytes:
+    return b'{"seq": %d}' % seq
+
+
+def read_ack(buf) -> int:
+    """The sequence number of a server's PutResult ack."""
+    value = _object(buf)
+    if value is None or not isinstance(value.get(SEQ), int):
+        raise ValueError(f"not a flight-paimon ack: {bytes(buf)[:100]!r}")
+    return value[SEQ]
+
+
+def end(batches: int) -> bytes:
+    return _encode(END, batches)
+
+
+def producer_error(message: str) -> bytes:
+    return _encode(ERROR, message)
+
+
+def snapshot_mark(snapshot_id: int) -> bytes:
+    return b'{"snapshot": %d}' % snapshot_id
+
+
+def done_mark(snapshot_id: int) -> bytes:
+    return b'{"done": %d}' % snapshot_id
+
+
+@dataclass(frozen=True)
+class ProducerMessage:
+    """What a producer said in one message's app_metadata (anything else there is its own)."""
+
+    error: str | None = None
+    has_end: bool = False
+    end: object = None  # the raw value: the server checks it against what it received
+
+
+def read_producer_message(buf) -> ProducerMessage | None:
+    value = _object(buf)
+    if value is None or (ERROR not in value and END not in value):
+        return None
+    error = value.get(ERROR)
+    return ProducerMessage(
+        error=None if error is None else str(error), has_end=END in value, end=value.get(END))
+
+
+@dataclass(frozen=True)
+class ReadMark:
+    """What a reader learns from a batch's app_metadata: its snapshot, or a follow's progress."""
+
+    snapshot: int | None = None
+    done: int | None = None
+
+
+def read_mark(buf) -> ReadMark:
+    value = _object(buf) or {}
+    snapshot, done = value.get(SNAPSHOT), value.get(DONE)
+    return ReadMark(snapshot if isinstance(snapshot, int) else None, done if isinstance(done, int) else None)
