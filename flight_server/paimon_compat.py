@@ -77,10 +77,13 @@ def table_identity(table) -> str | None:
     """
     from pypaimon.schema.schema_manager import SchemaManager
 
+    manager = SchemaManager(table.file_io, table.table_path)
     try:
-        schema = SchemaManager(table.file_io, table.table_path).get_schema(0)
-    except FileNotFoundError:  # dropped between the existence check and the read
-        return None
+        schema = manager.get_schema(0)
+    except (FileNotFoundError, RuntimeError):  # pypaimon wraps a file that vanished mid-read
+        if table.file_io.exists(manager._to_schema_path(0)):
+            raise
+        return None  # dropped between the existence check and the read
     return None if schema is None else str(schema.time_millis)
 
 
