@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT))
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
 from producers import Client  # noqa: E402
+from producers.client import error_message  # noqa: E402
 
 
 def section(title: str) -> None:
@@ -63,6 +64,23 @@ def demo_push(uri: str, batches: int) -> None:
     print(run(sys.executable, "-m", "flight_server.cli", "tail", "push:demo_small", "--uri", uri), end="")
     producer.wait(30)
 
+    section("push table: a producer that dies never looks finished (no end marker -> the reader gets an error)")
+    import pyarrow.flight as flight
+
+    from producers.examples.counter import SCHEMA, make_batch
+
+    client.register("demo_crash", SCHEMA)
+    writer, _ = client.flight.do_put(flight.FlightDescriptor.for_path("push", "demo_crash", "0"), SCHEMA)
+    writer.write_batch(make_batch(0, 3))
+    try:
+        writer.close()  # what a crashed producer's destructors do: a half-close without {"end": N}
+    except flight.FlightError as e:
+        print(f"producer's close: {error_message(e)}")
+    try:
+        client.flight.do_get(client.info("demo_crash").endpoints[0].ticket, options=client.options(10)).read_all()
+    except flight.FlightError as e:
+        print(f"reader: {error_message(e)}")
+
 
 def write_snapshot(table, first: int, rows: int) -> None:
     import pyarrow as pa
@@ -102,6 +120,15 @@ def demo_paimon(uri: str, warehouse: str) -> None:
     out, err = tail.communicate(timeout=60)
     print(out, end="")
     print(err.strip().splitlines()[-1])
+
+    section("Paimon table: tail --consumer-id commits progress after printing; the next tail resumes there")
+    viewer = [sys.executable, "-m", "flight_server.cli", "tail", name, "--consumer-id", "demo-viewer",
+              "--format", "jsonl", "--uri", uri]
+    print(run(*viewer, "--from", "earliest", "--limit", "7"), end="")
+    progress = client.action("consumer_progress", {"table": name, "consumer_id": "demo-viewer"})
+    print(f"recorded progress: {progress}; committing ids 10..11, then a new tail resumes")
+    write_snapshot(table, 10, 2)
+    print(run(*viewer, "--limit", "5"), end="")
 
 
 def _latest_demo_table(warehouse: str) -> str | None:

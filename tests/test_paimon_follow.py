@@ -9,7 +9,9 @@ import pyarrow.flight as flight
 import pytest
 from structlog.testing import capture_logs
 
+from flight_server.wire import messages
 from producers import Client
+from producers.client import FollowProgress
 from tests.conftest import ServerProcess
 from tests.paimon_tables import Follower, Warehouse, command, info, rows
 
@@ -117,48 +119,46 @@ def test_cancelled_follow_ends_its_server_stream(wh, client, server):
     assert [(e["event"], e["ended"]) for e in ends] == [("rpc_done", "the client closed the follow")] * 2
 
 
-def test_killed_server_resumes_follow_by_consumer_id_without_skipping(wh, warehouse):
+def test_killed_server_resumes_follow_from_the_consumers_committed_progress(wh, warehouse):
     t = wh.create("orders", buckets=2)
     wh.commit(t, rows(0, 100))
-    cmd = command({"table": t, "follow": True, "consumer_id": "job1", **POLL})
+    cmd = command({"table": t, "follow": True, "consumer_id": "job1", "start": "earliest", **POLL})
     proc = ServerProcess(warehouse)
     client = Client(proc.uri, timeout=10)
-    seen: dict[int, set[int]] = {}
     try:
         followers = [Follower(client, ep) for ep in info(client, cmd).endpoints]
-        total = 100
         for i in range(1, 4):
             wh.commit(t, rows(i * 100, 100))
-            total += 100
-            while sum(len(_ids(f.received)) for f in followers) < total:
-                for f in followers:
-                    f.wait_rows(0, timeout=1)
-                    f.drain_for(0.05)
-        time.sleep(0.3)  # idle for a few polls, as a real follow would be
-        for b, f in enumerate(followers):
-            seen[b] = {s for s, _ in f.received}
-        proc.proc.kill()  # SIGKILL: no chance to save anything more
+        for f in followers:
+            f.wait_rows(1)
+        deadline = time.monotonic() + 30
+        while min(f.done for f in followers) < 4:  # each endpoint has sent snapshots 1..4
+            assert time.monotonic() < deadline, [f.done for f in followers]
+            for f in followers:
+                f.drain_for(0.05)
+        assert sorted(i for f in followers for i in _ids(f.received)) == list(range(400))
+        # The consumer has processed snapshots 1..4 on both endpoints: it commits 5.
+        progress = FollowProgress(len(followers))
+        nxt = [progress.update(b, messages.done_mark(f.done)) for b, f in enumerate(followers)][-1]
+        assert nxt == 5
+        client.action("consumer_commit", {"table": t, "consumer_id": "job1", "next_snapshot": nxt})
+        proc.proc.kill()  # SIGKILL: the server keeps nothing of its own
         proc.proc.wait(10)
         client.close()
-        wh.commit(t, rows(400, 100))  # lands while no server runs
+        wh.commit(t, rows(400, 100))  # snapshot 5 lands while no server runs
         proc = ServerProcess(warehouse)
         client = Client(proc.uri, timeout=10)
         followers = [Follower(client, ep) for ep in info(client, cmd).endpoints]
         wh.commit(t, rows(500, 100))
-        after = []
         deadline = time.monotonic() + 30
-        while not all({5, 6} <= {s for s, _ in f.received} for f in followers if f.received) and time.monotonic() < deadline:
+        while sum(len(_ids(f.received)) for f in followers) < 200:
+            assert time.monotonic() < deadline
             for f in followers:
                 f.drain_for(0.05)
-        for b, f in enumerate(followers):
+        for f in followers:
             f.drain_for(0.2)
-            snaps = [s for s, _ in f.received]
-            last_before = max(seen[b])
-            assert snaps and min(snaps) >= last_before, f"bucket {b} re-read more than its last snapshot"
-            assert min(snaps) <= last_before + 1 or min(snaps) == 5
-            assert {5, 6} <= set(snaps), f"bucket {b} skipped a snapshot: {snaps}"
-            after += _ids(f.received)
-        assert set(after) >= set(range(400, 600))
+            assert {s for s, _ in f.received} <= {5, 6}, "resumed exactly at the committed snapshot"
+        assert sorted(i for f in followers for i in _ids(f.received)) == list(range(400, 600))
         for f in followers:
             f.cancel()
     finally:
