@@ -32,7 +32,8 @@ def cmd_serve(args) -> int:
     from flight_server.server import FlightPaimonServer
 
     # Block the signals before gRPC starts its threads: they inherit the mask and the main
-    # thread collects the signal with sigwait (a Python handler may never run, see FACTS.md).
+    # thread collects the signal with sigwait (on Python 3.11 a Python handler did not run
+    # while gRPC threads were busy in Python, e.g. a polling follow, so SIGTERM was ignored).
     signals = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     os.makedirs(args.warehouse, exist_ok=True)

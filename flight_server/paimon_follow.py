@@ -2,7 +2,8 @@
 
 Our own polling loop over pypaimon's per-snapshot delta planner, not `stream_sync()`: that one
 owns an event loop and a prefetch thread with no way to stop them when the client goes, skips
-the bucket filter on its first plan, and fails on a table with no snapshot (FACTS.md).
+the bucket filter on its first plan, and fails on a table with no snapshot
+(TypeError in pypaimon 2.1).
 
 Consumer progress (`consumer_id`) is the consumer's to record: the server cannot know what a
 client has processed (gRPC buffers MiBs of what was sent). A follow starts at the consumer's

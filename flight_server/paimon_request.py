@@ -124,7 +124,7 @@ def _str_list(cmd: dict, key: str, table: str) -> tuple[str, ...] | None:
 
 
 def parse_command(cmd: dict) -> PaimonRequest:
-    """A JSON command with "table" (see DESIGN.md "Names on the wire")."""
+    """A JSON command with "table" (docs/protocol.md, "Paimon read commands")."""
     table = table_name(cmd.get("table"))
     unknown = [k for k in cmd if k not in _KEYS]
     if unknown:

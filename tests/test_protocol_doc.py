@@ -1,0 +1,49 @@
+"""docs/protocol.md cannot drift: every JSON example in it is parsed and sent to a real server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pyarrow.flight as flight
+
+from producers.examples.counter import SCHEMA, make_batch
+from tests.conftest import ROOT
+from tests.paimon_tables import Warehouse, rows
+
+EXAMPLE = re.compile(r"<!-- example: (\w+) (\w+) -->\s*```json\n(.*?)\n```", re.S)
+
+
+def examples() -> list[tuple[str, str, dict]]:
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    return [(kind, name, json.loads(body)) for kind, name, body in EXAMPLE.findall(text)]
+
+
+def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(client, warehouse):
+    found = examples()
+    assert len(found) == 12, [(k, n) for k, n, _ in found]  # a new example must be counted here
+    # What the examples name: push table "orders" with two batches, Paimon table db.orders with
+    # two snapshots, and (created by the register example itself) push table "clicks".
+    wh = Warehouse(warehouse)
+    wh.commit(wh.create("orders", buckets=2), rows(0, 10))
+    wh.commit("db.orders", rows(10, 10))
+    with client.register_streaming_table("orders", SCHEMA) as sink:
+        sink.write(make_batch(0, 5))
+        sink.write(make_batch(5, 5))
+    for kind, name, body in found:
+        if kind == "action":
+            result = client.action(name, body)
+            assert isinstance(result, dict), (name, result)
+            if name == "register":
+                assert result == {"name": body["name"], "partitions": body["partitions"], "capacity": body["capacity"]}
+        else:
+            fi = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(body)),
+                                               options=client.options())
+            assert fi.endpoints, (name, body)
+            if name == "replay":  # read the range, so that the commit example that follows may pass it
+                got = client.flight.do_get(fi.endpoints[0].ticket, options=client.options()).read_all()
+                assert got.column("id").to_pylist() == list(range(10))
+            elif not body.get("follow"):
+                total = sum(client.flight.do_get(ep.ticket, options=client.options()).read_all().num_rows
+                            for ep in fi.endpoints)
+                assert total > 0, body
