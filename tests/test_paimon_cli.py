@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+from producers import Client
 from tests.conftest import ROOT, child_env
 from tests.paimon_tables import Warehouse, rows
 
@@ -40,3 +42,22 @@ def test_tail_of_unknown_table_fails_clearly(server_process):
     proc = tail("db.ghost", "--uri", server_process.uri)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "'db.ghost' does not exist" in err
+
+
+def test_tail_of_an_expired_snapshot_exits_non_zero_with_one_clear_line(warehouse, server_process):
+    wh = Warehouse(warehouse)
+    t = wh.create("orders", buckets=1)
+    for i in range(3):
+        wh.commit(t, rows(i * 10, 10))
+    client = Client(server_process.uri)
+    client.action("consumer_commit", {"table": t, "consumer_id": "late", "next_snapshot": 1})
+    table = wh.catalog.get_table(t)
+    snapshot_dir = Path(table.table_path) / "snapshot"
+    (snapshot_dir / "snapshot-1").unlink()  # expired, as Paimon's expiry would have done
+    (snapshot_dir / "EARLIEST").write_text("2")
+    proc = tail(t, "--consumer-id", "late", "--uri", server_process.uri)
+    _, err = proc.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 1, err
+    assert "needs snapshot 1, which has expired (the earliest is 2)" in lines[0], err
+    assert "Traceback" not in err and len(lines) == 2, err  # the error, then the row count
