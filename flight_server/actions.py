@@ -5,27 +5,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flight_server.errors import InvalidRequest
-from flight_server.paimon_request import check_consumer_id, table_name
+from flight_server.wire.errors import InvalidRequest
+from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon_source import PaimonSource
 from flight_server.push_tables import PushRegistry
-from flight_server.schemas import decode_schema
+from flight_server.wire import names
+from flight_server.wire.schemas import decode_schema
 
 DESCRIPTIONS = {
-    "register": 'Register a push table. Body: {"name", "schema": base64 Arrow IPC schema, '
+    names.REGISTER: 'Register a push table. Body: {"name", "schema": base64 Arrow IPC schema, '
     '"capacity": 16, "partitions": 1, "writers": 1, "end_marker": "required" | "optional", '
     '"idle_timeout_s": null}. Result: {"name", "partitions", "capacity"}.',
-    "fail": 'End a push table (or one partition) with an error its readers receive. '
+    names.FAIL: 'End a push table (or one partition) with an error its readers receive. '
     'Body: {"name", "partition"?: P, "message"}.',
-    "drop": 'Remove a push table; blocked writers and readers get an error. Body: {"name"}.',
-    "commit": 'Free batches a replaying consumer has processed. Body: {"name", "offsets": {"P": seq}}.',
-    "stats": 'Per push table and partition: state, reader mode (drain or replay), writer streams, '
+    names.DROP: 'Remove a push table; blocked writers and readers get an error. Body: {"name"}.',
+    names.COMMIT: 'Free batches a replaying consumer has processed. Body: {"name", "offsets": {"P": seq}}.',
+    names.STATS: 'Per push table and partition: state, reader mode (drain or replay), writer streams, '
     'queued batches and bytes, rows in and out. Body: {"name"?}.',
-    "latest_snapshot": 'The latest snapshot id of a Paimon table, null when it has none. '
+    names.LATEST_SNAPSHOT: 'The latest snapshot id of a Paimon table, null when it has none. '
     'Body: {"table": "db.t"}. Result: {"snapshot_id": N or null}.',
-    "consumer_progress": "A Paimon consumer's recorded progress: the next snapshot it will read, null when "
+    names.CONSUMER_PROGRESS: "A Paimon consumer's recorded progress: the next snapshot it will read, null when "
     'it has none. Body: {"table": "db.t", "consumer_id"}. Result: {"next_snapshot": N or null}.',
-    "consumer_commit": "Record that a Paimon consumer has read every snapshot before next_snapshot (Paimon "
+    names.CONSUMER_COMMIT: "Record that a Paimon consumer has read every snapshot before next_snapshot (Paimon "
     'keeps them from expiring). Body: {"table": "db.t", "consumer_id", "next_snapshot": N}. Result: {}.',
 }
 
@@ -79,7 +80,7 @@ def commit(reg: Registries, body: dict) -> dict:
 
 
 def stats(reg: Registries, body: dict) -> dict:
-    return {"push": reg.push.stats(body.get("name"))}
+    return {names.PUSH: reg.push.stats(body.get("name"))}
 
 
 def latest_snapshot(reg: Registries, body: dict) -> dict:
@@ -108,12 +109,13 @@ def consumer_commit(reg: Registries, body: dict) -> dict:
 
 
 HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
-    "register": register,
-    "fail": fail,
-    "drop": drop,
-    "commit": commit,
-    "stats": stats,
-    "latest_snapshot": latest_snapshot,
-    "consumer_progress": consumer_progress,
-    "consumer_commit": consumer_commit,
+    names.REGISTER: register,
+    names.FAIL: fail,
+    names.DROP: drop,
+    names.COMMIT: commit,
+    names.STATS: stats,
+    names.LATEST_SNAPSHOT: latest_snapshot,
+    names.CONSUMER_PROGRESS: consumer_progress,
+    names.CONSUMER_COMMIT: consumer_commit,
 }
+assert tuple(HANDLERS) == names.ACTIONS == tuple(DESCRIPTIONS)

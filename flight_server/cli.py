@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from flight_server import allocator
+from flight_server.wire import allocator, names
 
 # Before pyarrow is imported: importing pyarrow.flight starts a thread with its own arena.
 MALLOC_TUNED = allocator.one_malloc_arena()
@@ -68,7 +68,7 @@ def _client(args):
 
 
 def cmd_register(args) -> int:
-    from flight_server.schemas import parse_spec
+    from flight_server.wire.schemas import parse_spec
 
     result = _client(args).register(args.name, parse_spec(args.schema), capacity=args.capacity,
                                     partitions=args.partitions, writers=args.writers,
@@ -129,10 +129,10 @@ def cmd_tail(args) -> int:
     if args.target.startswith("push:"):
         info = client.info(args.target[len("push:"):])
     elif args.target.count(".") == 1:
-        cmd = {"table": args.target, "follow": True, "start": args.start,
-               "poll_interval_ms": args.poll_interval_ms}
+        cmd = {names.TABLE: args.target, names.FOLLOW: True, names.START: args.start,
+               names.POLL_INTERVAL_MS: args.poll_interval_ms}
         if args.consumer_id:
-            cmd["consumer_id"] = args.consumer_id
+            cmd[names.CONSUMER_ID] = args.consumer_id
         info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
                                               options=client.options())
     else:
@@ -171,8 +171,8 @@ def cmd_tail(args) -> int:
             # Printed first, committed after: a crash repeats at most what was not committed.
             nxt = progress.update(i, metadata)
             if nxt is not None and args.consumer_id:
-                client.action("consumer_commit", {"table": args.target, "consumer_id": args.consumer_id,
-                                                  "next_snapshot": nxt})
+                client.action(names.CONSUMER_COMMIT, {names.TABLE: args.target,
+                                                      names.CONSUMER_ID: args.consumer_id, "next_snapshot": nxt})
     except KeyboardInterrupt:
         status = 130
     elapsed = time.monotonic() - printer.start

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from flight_server import paimon_compat as compat
-from flight_server.errors import InvalidRequest
-from flight_server.paimon_request import PaimonRequest
+from flight_server.wire.errors import InvalidRequest
+from flight_server.wire.requests import PaimonRequest
 
 _PREDICATES = {"=": "equal", "!=": "not_equal", "<": "less_than", "<=": "less_or_equal",
                ">": "greater_than", ">=": "greater_or_equal", "in": "is_in",

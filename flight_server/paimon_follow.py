@@ -26,8 +26,8 @@ import pyarrow as pa
 import structlog
 
 from flight_server import paimon_compat as compat
-from flight_server.errors import Cancelled, NotFound, WrongState
-from flight_server.paimon_request import PaimonRequest
+from flight_server.wire.errors import Cancelled, NotFound, WrongState
+from flight_server.wire.requests import PaimonRequest
 from flight_server.wire import messages
 
 log = structlog.get_logger(__name__)

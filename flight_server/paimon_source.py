@@ -15,9 +15,9 @@ import structlog
 
 from flight_server import paimon_compat as compat
 from flight_server import paimon_follow
-from flight_server.errors import InvalidRequest, NotFound
+from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.paimon_filter import build_predicate
-from flight_server.paimon_request import PaimonRequest
+from flight_server.wire.requests import PaimonRequest
 from flight_server.wire import messages
 
 log = structlog.get_logger(__name__)
@@ -232,7 +232,7 @@ class PaimonSource:
         snap_id = req.snapshot if req.snapshot is not None else latest_id
         if req.snapshot is not None:
             scope.snapshot(req.snapshot)
-        base.update(m="snapshot", s=snap_id)
+        base.update(m=req.mode, s=snap_id)
         splits = pick(scope.snapshot_splits(snap_id), _bucket_set(req.buckets), None)
         if buckets is not None:
             tickets = self._per_bucket(base, req, buckets)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from flight_server.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
+from flight_server.wire.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
 
 POLL_S = 0.05
 

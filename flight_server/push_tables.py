@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
-from flight_server.errors import InvalidRequest, NotFound, WrongState
+from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
 from flight_server.push_log import PartitionLog
-from flight_server.schemas import describe, schema_difference
+from flight_server.wire.schemas import describe, schema_difference
 
 MAX_PARTITIONS = 1024
 MAX_CAPACITY = 1 << 20

@@ -16,12 +16,13 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server import actions
-from flight_server.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed, to_flight
-from flight_server.paimon_request import PaimonRequest, parse_command, parse_path
+from flight_server.errors import to_flight
+from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed
+from flight_server.wire.requests import PaimonRequest, parse_command, parse_path
 from flight_server.paimon_source import PaimonSource
 from flight_server.push_tables import PushRegistry, PushTable
 from flight_server.tickets import PushTarget, TicketCodec, parse_json_object, parse_push_path
-from flight_server.wire import messages
+from flight_server.wire import messages, names
 
 log = structlog.get_logger(__name__)
 
@@ -92,7 +93,7 @@ class FlightPaimonServer(flight.FlightServerBase):
     def get_flight_info(self, context, descriptor):
         with _call("get_flight_info", context) as call:
             if descriptor.descriptor_type == flight.DescriptorType.PATH:
-                if descriptor.path and descriptor.path[0] in (b"paimon", "paimon"):
+                if descriptor.path and descriptor.path[0] in (names.PAIMON.encode(), names.PAIMON):
                     req = parse_path(descriptor.path)
                     call.fields.update(table=req.table)
                     return self._paimon_info(req, descriptor)
@@ -100,10 +101,10 @@ class FlightPaimonServer(flight.FlightServerBase):
                 call.fields.update(table=target.name, partition=target.partition)
                 return self._push_info(self.push.get(target.name), target.partition)
             cmd = parse_json_object(descriptor.command, "descriptor command")
-            if "push" in cmd:
-                call.fields.update(table=cmd["push"], partition=cmd.get("partition"))
+            if names.PUSH in cmd:
+                call.fields.update(table=cmd[names.PUSH], partition=cmd.get(names.PARTITION))
                 return self._push_range_info(cmd)
-            if "table" in cmd:
+            if names.TABLE in cmd:
                 req = parse_command(cmd)
                 call.fields.update(table=req.table, mode=req.mode)
                 return self._paimon_info(req, descriptor)
@@ -123,12 +124,12 @@ class FlightPaimonServer(flight.FlightServerBase):
             table.partition(partition)  # raises NotFound for a partition it lacks
         parts = range(len(table.partitions)) if partition is None else [partition]
         endpoints = [self._endpoint(self._ticket(table, {"p": p, "k": "drain"})) for p in parts]
-        path = ["push", table.name] + ([] if partition is None else [str(partition)])
-        return flight.FlightInfo(table.schema, flight.FlightDescriptor.for_path(*path), endpoints, -1, -1)
+        descriptor = flight.FlightDescriptor.for_path(*names.push_path(table.name, partition))
+        return flight.FlightInfo(table.schema, descriptor, endpoints, -1, -1)
 
     def _push_range_info(self, cmd: dict) -> flight.FlightInfo:
-        table = self.push.get(cmd["push"])
-        p, start, end = (cmd.get(k) for k in ("partition", "start", "end"))
+        table = self.push.get(cmd[names.PUSH])
+        p, start, end = (cmd.get(k) for k in (names.PARTITION, names.RANGE_START, names.RANGE_END))
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, start, end)):
             raise InvalidRequest(
                 f"A replay of push table {table.name!r} needs integer 'partition', 'start' and 'end' "
@@ -149,7 +150,7 @@ class FlightPaimonServer(flight.FlightServerBase):
     def _paimon_summary(self, table) -> flight.FlightInfo:
         meta = {"table": table.name, "buckets": table.buckets, "latest_snapshot": table.latest_snapshot,
                 "primary_keys": table.primary_keys, "partition_keys": table.partition_keys}
-        desc = flight.FlightDescriptor.for_path("paimon", table.name)
+        desc = flight.FlightDescriptor.for_path(*names.paimon_path(table.name))
         return flight.FlightInfo(table.schema, desc, [], -1, -1, app_metadata=json.dumps(meta).encode())
 
     # -- data ----------------------------------------------------------------------------

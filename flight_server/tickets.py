@@ -13,7 +13,8 @@ import json
 import os
 from dataclasses import dataclass
 
-from flight_server.errors import InvalidRequest
+from flight_server.wire.errors import InvalidRequest
+from flight_server.wire import names
 
 _PREFIX = b"fp1."
 
@@ -39,7 +40,7 @@ def parse_json_object(body: bytes, what: str) -> dict:
 def parse_push_path(path: list[bytes]) -> PushTarget:
     """`["push", NAME]` or `["push", NAME, "P"]`."""
     parts = [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in path]
-    if len(parts) not in (2, 3) or parts[0] != "push" or not parts[1]:
+    if len(parts) not in (2, 3) or parts[0] != names.PUSH or not parts[1]:
         raise InvalidRequest(
             f"Descriptor path {parts!r} is not understood; use ['push', NAME], "
             "['push', NAME, 'P'] or ['paimon', 'DB.TABLE']."

@@ -8,17 +8,10 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from flight_server.schemas import encode_schema
-from flight_server.wire import messages
+from flight_server.wire.schemas import encode_schema
+from flight_server.wire import messages, names
+from flight_server.wire.errors import error_message  # noqa: F401  (re-exported for callers)
 from producers.sink import TableSink
-
-
-def error_message(exc: BaseException) -> str:
-    """The server's own sentence from a Flight error, without pyarrow's appended detail."""
-    text = str(exc)
-    for marker in (". Detail:", ". gRPC client debug context:", "\n"):
-        text = text.split(marker, 1)[0]
-    return text
 
 
 class FollowProgress:
@@ -71,7 +64,7 @@ class Client:
                 "partitions": partitions, "writers": writers, "end_marker": end_marker}
         if idle_timeout_s is not None:
             body["idle_timeout_s"] = idle_timeout_s
-        return self.action("register", body)
+        return self.action(names.REGISTER, body)
 
     def register_streaming_table(self, name: str, schema: pa.Schema, capacity: int = 16,
                                  partitions: int = 1, writers: int = 1, partition: int = 0,
@@ -88,25 +81,25 @@ class Client:
         body = {"name": name, "message": message}
         if partition is not None:
             body["partition"] = partition
-        self.action("fail", body)
+        self.action(names.FAIL, body)
 
     def drop(self, name: str) -> None:
-        self.action("drop", {"name": name})
+        self.action(names.DROP, {"name": name})
 
     def commit(self, name: str, offsets: dict[int, int]) -> None:
-        self.action("commit", {"name": name, "offsets": {str(p): s for p, s in offsets.items()}})
+        self.action(names.COMMIT, {"name": name, "offsets": {str(p): s for p, s in offsets.items()}})
 
     def stats(self, name: str | None = None) -> dict:
-        return self.action("stats", {} if name is None else {"name": name})
+        return self.action(names.STATS, {} if name is None else {"name": name})
 
     # -- reading -------------------------------------------------------------------------
 
     def info(self, name: str, partition: int | None = None) -> flight.FlightInfo:
-        path = ["push", name] + ([] if partition is None else [str(partition)])
-        return self.flight.get_flight_info(flight.FlightDescriptor.for_path(*path), options=self.options())
+        descriptor = flight.FlightDescriptor.for_path(*names.push_path(name, partition))
+        return self.flight.get_flight_info(descriptor, options=self.options())
 
     def replay_info(self, name: str, partition: int, start: int, end: int) -> flight.FlightInfo:
-        cmd = {"push": name, "partition": partition, "start": start, "end": end}
+        cmd = names.replay_command(name, partition, start, end)
         return self.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
                                            options=self.options())
 

@@ -1,7 +1,7 @@
 """TableSink: push record batches into one push-table partition over a Flight do_put stream.
 
 One sender thread owns the gRPC write side (it is the one that blocks under backpressure) and
-one thread reads the server's `{"seq": N}` acks. Between the caller and the sender sits a
+one thread reads the server's acks (docs/protocol.md). Between the caller and the sender sits a
 one-slot queue: `write` waits for the slot, `try_write` gives up after its timeout with the
 batch not taken, so a False never means "half sent".
 """
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
 
-from flight_server.wire import messages
+from flight_server.wire import messages, names
 
 log = structlog.get_logger(__name__)
 
@@ -41,7 +41,7 @@ class TableSink:
         self._client = client
         self.label = f"push table {name!r} partition {partition}"
         options = flight.FlightCallOptions(timeout=call_timeout)
-        descriptor = flight.FlightDescriptor.for_path("push", name, str(partition))
+        descriptor = flight.FlightDescriptor.for_path(*names.push_path(name, partition))
         self._writer, self._acks = client.flight.do_put(descriptor, schema, options=options)
         self._slot: queue.Queue = queue.Queue(maxsize=1)
         self._error: BaseException | None = None

@@ -30,6 +30,7 @@ sys.path.insert(0, ROOT)
 
 from pypaimon import CatalogFactory, Schema  # noqa: E402
 
+from flight_server.wire import messages  # noqa: E402
 from producers.paimon import commit_arrow  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),
@@ -107,8 +108,9 @@ def follow_latency(uri, catalog, name, commits) -> list[float]:
         try:
             while True:
                 chunk = reader.read_chunk()
-                sid = json.loads(chunk.app_metadata.to_pybytes())["snapshot"]
-                seen.setdefault(sid, time.perf_counter())
+                sid = messages.read_mark(chunk.app_metadata).snapshot
+                if sid is not None:  # a data batch, not a follow's done mark
+                    seen.setdefault(sid, time.perf_counter())
         except (StopIteration, flight.FlightError):
             pass
 

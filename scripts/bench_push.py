@@ -35,7 +35,7 @@ def big_batch() -> pa.RecordBatch:
     return pa.record_batch([col] * COLS, names=[f"c{i}" for i in range(COLS)])
 
 
-LAT_SCHEMA = pa.schema([("seq", pa.int64()), ("sent_ns", pa.int64())])
+LAT_SCHEMA = pa.schema([("n", pa.int64()), ("sent_ns", pa.int64())])
 
 
 def cpu_s() -> float:
@@ -86,10 +86,10 @@ def role_sink_producer(uri: str, batches: int, name: str) -> None:
 
 
 def role_consumer(uri: str, name: str, stall_every: int, stall_s: float, reuse: bool = False) -> None:
-    from flight_server.allocator import reuse_batch_buffers
+    from flight_server.wire.allocator import reuse_batch_buffers
     from producers import Client
 
-    if reuse:  # what flight_cli tail and the Spark reader do: see flight_server/allocator.py
+    if reuse:  # what flight_cli tail and the Spark reader do: see flight_server/wire/allocator.py
         assert reuse_batch_buffers(), "glibc malloc thresholds could not be set"
     cpu0 = cpu_s()
     client = Client(uri)

@@ -112,7 +112,7 @@ def bench_scan(spark, uri: str, warehouse: str, rows: int, runs: int) -> dict:
 
 
 def bench_latency(spark, uri: str, seconds: float, checkpoint: str) -> dict:
-    schema = pa.schema([("seq", pa.int64()), ("sent", pa.float64())])
+    schema = pa.schema([("n", pa.int64()), ("sent", pa.float64())])
     client = Client(uri, timeout=30)
     client.register("latency", schema, capacity=64)
     latencies: list[float] = []

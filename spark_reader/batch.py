@@ -12,6 +12,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from flight_server.wire import names
 from spark_reader.flight_io import EndpointPartition, call, connect, paimon_info, partitions_of, read_partition
 from spark_reader.options import Options
 
@@ -52,9 +53,9 @@ def paimon_command(opts: Options, filters: list) -> dict:
     """The server command for a batch read of a Paimon table under the user's options."""
     command: dict = {}
     if opts.snapshot_id is not None:
-        command["snapshot"] = opts.snapshot_id
+        command[names.SNAPSHOT] = opts.snapshot_id
     if opts.incremental_between:
-        command["from_snapshot"], command["to_snapshot"] = opts.incremental_between
+        command[names.FROM_SNAPSHOT], command[names.TO_SNAPSHOT] = opts.incremental_between
     if filters:
         command["filter"] = filters
     return command

@@ -9,7 +9,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from pyspark.sql.datasource import InputPartition
 
-from flight_server.allocator import reuse_batch_buffers
+from flight_server.wire import names
+from flight_server.wire.allocator import reuse_batch_buffers
+from flight_server.wire.errors import error_message
 from producers import Client
 from spark_reader.options import Options
 
@@ -53,13 +55,12 @@ def call(opts: Options, what: str, fn, *args):
         ) from None
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).split(". Detail: Python exception")[0]
-    return (text.splitlines() or [type(e).__name__])[0][:500]
+def _first_line(e: BaseException | None) -> str:
+    return error_message(e)[:500] if e is not None else "no location was tried"
 
 
 def paimon_info(client: Client, opts: Options, command: dict) -> flight.FlightInfo:
-    descriptor = flight.FlightDescriptor.for_command(json.dumps({"table": opts.table, **command}))
+    descriptor = flight.FlightDescriptor.for_command(json.dumps({names.TABLE: opts.table, **command}))
     return call(opts, "planning", client.flight.get_flight_info, descriptor, client.options())
 
 
@@ -77,7 +78,7 @@ def read_partition(part: EndpointPartition, schema: pa.Schema) -> Iterator[pa.Re
 
     Opens its own client inside the Spark task: partitions travel pickled, clients do not.
     """
-    reuse_batch_buffers()  # this Python worker receives large batches: see flight_server/allocator.py
+    reuse_batch_buffers()  # this Python worker receives large batches: see flight_server/wire/allocator.py
     names = schema.names
     last_error: BaseException | None = None
     for uri in part.locations:

@@ -6,10 +6,11 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from flight_server.wire import names
 from spark_reader.batch import BatchReader
 from spark_reader.flight_io import SourceError, call, connect, paimon_info
 from spark_reader.options import OptionError, Options, parse
-from spark_reader.stream_paimon import CONSUMER_PROGRESS, PaimonStreamReader
+from spark_reader.stream_paimon import PaimonStreamReader
 from spark_reader.stream_push import PushStreamReader
 from spark_reader.writer import PushWriter
 
@@ -35,8 +36,8 @@ class FlightPaimonDataSource(DataSource):
             if opts.table:
                 info = paimon_info(client, opts, _schema_command(opts))
                 if opts.consumer_id:  # the server checks the id now, at load(), not at the first trigger
-                    call(opts, "consumer_progress", client.action, CONSUMER_PROGRESS,
-                         {"table": opts.table, "consumer_id": opts.consumer_id})
+                    call(opts, names.CONSUMER_PROGRESS, client.action, names.CONSUMER_PROGRESS,
+                         {names.TABLE: opts.table, names.CONSUMER_ID: opts.consumer_id})
             else:
                 info = call(opts, "lookup", client.info, opts.push)
         finally:
@@ -80,7 +81,7 @@ class FlightPaimonDataSource(DataSource):
 
 def _schema_command(opts: Options) -> dict:
     if opts.snapshot_id is not None and opts.scan_mode != "latest":
-        return {"snapshot": opts.snapshot_id}
+        return {names.SNAPSHOT: opts.snapshot_id}
     return {}
 
 

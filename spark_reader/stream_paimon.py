@@ -1,4 +1,4 @@
-"""spark.readStream over a Paimon table: offsets {"snapshot": N}, one delta read per micro-batch.
+"""spark.readStream over a Paimon table: offsets are snapshot ids, one delta read per micro-batch.
 
 Offset N means "every snapshot up to N is delivered". A micro-batch (A, B] reads the delta of
 snapshots A+1..B (`from_snapshot`/`to_snapshot`), which is immutable, so re-running any batch
@@ -17,11 +17,17 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from flight_server.wire import names
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import EndpointPartition, call, connect, paimon_info, partitions_of, read_partition
 from spark_reader.options import Options
 
-CONSUMER_PROGRESS, CONSUMER_COMMIT = "consumer_progress", "consumer_commit"  # server actions for consumer-id
+
+def offset(snapshot: int) -> dict:
+    """The stream offset: every snapshot up to `snapshot` is delivered."""
+    return {names.SNAPSHOT: snapshot}
+
+
 _MAX_ROW_PROBES = 1000  # snapshots inspected per trigger when admitting by row count
 
 
@@ -41,22 +47,23 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._client
 
     def _latest(self) -> int:
-        result = call(self.opts, "latest_snapshot", self._c().action, "latest_snapshot", {"table": self.opts.table})
+        result = call(self.opts, names.LATEST_SNAPSHOT, self._c().action, names.LATEST_SNAPSHOT,
+                      {names.TABLE: self.opts.table})
         return result.get("snapshot_id") or 0
 
     def initialOffset(self) -> dict:
         if self.opts.consumer_id:
             # Like Paimon's connector: a consumer's recorded progress beats the scan mode.
-            body = {"table": self.opts.table, "consumer_id": self.opts.consumer_id}
-            progress = call(self.opts, "consumer_progress", self._c().action, CONSUMER_PROGRESS, body)
+            body = {names.TABLE: self.opts.table, names.CONSUMER_ID: self.opts.consumer_id}
+            progress = call(self.opts, names.CONSUMER_PROGRESS, self._c().action, names.CONSUMER_PROGRESS, body)
             if progress.get("next_snapshot"):
-                return {"snapshot": progress["next_snapshot"] - 1}
+                return offset(progress["next_snapshot"] - 1)
         mode = self.opts.scan_mode
         if mode == "latest":
-            return {"snapshot": self._latest()}
+            return offset(self._latest())
         if mode == "from-snapshot":
-            return {"snapshot": max(self.opts.snapshot_id - 1, 0)}
-        return {"snapshot": 0}  # the "-full" modes: the first batch is a full scan
+            return offset(max(self.opts.snapshot_id - 1, 0))
+        return offset(0)  # the "-full" modes: the first batch is a full scan
 
     def getDefaultReadLimit(self) -> ReadLimit:
         # Spark's Python sources accept only built-in limits; a snapshot plays the role of a file.
@@ -70,18 +77,18 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._latest()
 
     def latestOffset(self, start: dict, limit: ReadLimit = ReadAllAvailable()) -> dict:
-        begin = start["snapshot"]
+        begin = start[names.SNAPSHOT]
         latest = self._latest() if self._target is None else self._target
         if self.full_start and begin == 0:
             # A full scan cannot be split: it ends at the latest snapshot, or at the one named.
             if self.opts.scan_mode == "from-snapshot-full":
                 pinned = self.opts.snapshot_id
-                return {"snapshot": pinned} if 0 < pinned <= self._latest() else start
-            return {"snapshot": latest} if latest > 0 else start
+                return offset(pinned) if 0 < pinned <= self._latest() else start
+            return offset(latest) if latest > 0 else start
         if latest <= begin:
             return start
         if isinstance(limit, ReadAllAvailable):
-            return {"snapshot": latest}
+            return offset(latest)
         end = latest
         snapshots = self.opts.max_snapshots_per_trigger
         if isinstance(limit, ReadMaxFiles):
@@ -91,13 +98,13 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         if rows:
             end = self._admit_rows(begin, end, rows)
-        return {"snapshot": end}
+        return offset(end)
 
     def _admit_rows(self, begin: int, end: int, max_rows: int) -> int:
         """The last snapshot whose deltas since `begin` fit in `max_rows` (at least one snapshot)."""
         admitted, total = begin + 1, 0
         for snap in range(begin + 1, min(end, begin + _MAX_ROW_PROBES) + 1):
-            info = paimon_info(self._c(), self.opts, {"from_snapshot": snap - 1, "to_snapshot": snap})
+            info = paimon_info(self._c(), self.opts, {names.FROM_SNAPSHOT: snap - 1, names.TO_SNAPSHOT: snap})
             if info.total_records < 0:
                 return admitted  # the server does not count rows: admit one snapshot at a time
             total += info.total_records
@@ -109,11 +116,11 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def command(self, start: int, end: int) -> dict:
         """The server command for the batch (start, end]: deterministic for any replay."""
         if self.full_start and start == 0:
-            return {"snapshot": end}
-        return {"from_snapshot": start, "to_snapshot": end}
+            return {names.SNAPSHOT: end}
+        return {names.FROM_SNAPSHOT: start, names.TO_SNAPSHOT: end}
 
     def partitions(self, start: dict, end: dict) -> list[EndpointPartition]:
-        a, b = start["snapshot"], end["snapshot"]
+        a, b = start[names.SNAPSHOT], end[names.SNAPSHOT]
         if b <= a:
             return []
         return partitions_of(paimon_info(self._c(), self.opts, self.command(a, b)), self.opts)
@@ -125,9 +132,9 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Offsets live in Spark's checkpoint; a consumer id also records them in the table, so
         # Paimon keeps those snapshots and a query without the checkpoint resumes there.
         if self.opts.consumer_id:
-            body = {"table": self.opts.table, "consumer_id": self.opts.consumer_id,
-                    "next_snapshot": end["snapshot"] + 1}
-            call(self.opts, "consumer_commit", self._c().action, CONSUMER_COMMIT, body)
+            body = {names.TABLE: self.opts.table, names.CONSUMER_ID: self.opts.consumer_id,
+                    "next_snapshot": end[names.SNAPSHOT] + 1}
+            call(self.opts, names.CONSUMER_COMMIT, self._c().action, names.CONSUMER_COMMIT, body)
 
     def stop(self) -> None:
         if self._client is not None:

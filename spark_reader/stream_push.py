@@ -14,6 +14,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from flight_server.wire import names
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import EndpointPartition, SourceError, call, connect, partitions_of, read_partition
 from spark_reader.options import Options
@@ -34,9 +35,9 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._client
 
     def _partitions(self) -> dict[str, dict]:
-        stats = call(self.opts, "stats", self._c().stats, self.opts.push)
+        stats = call(self.opts, names.STATS, self._c().stats, self.opts.push)
         try:
-            return stats["push"][self.opts.push]["partitions"]
+            return stats[names.PUSH][self.opts.push]["partitions"]
         except KeyError:
             raise SourceError(f"The server's stats lack {self.opts.target}; was it dropped?") from None
 
@@ -77,7 +78,7 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _commit(self, offsets: dict) -> None:
         if offsets:
-            call(self.opts, "commit", self._c().commit, self.opts.push, {int(p): s for p, s in offsets.items()})
+            call(self.opts, names.COMMIT, self._c().commit, self.opts.push, {int(p): s for p, s in offsets.items()})
 
     def stop(self) -> None:
         if self._client is not None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-PROBE = ("from flight_server.allocator import one_malloc_arena, reuse_batch_buffers; "
+PROBE = ("from flight_server.wire.allocator import one_malloc_arena, reuse_batch_buffers; "
          "print(one_malloc_arena(), reuse_batch_buffers(), reuse_batch_buffers())")
 
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flight_server.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
+from flight_server.wire.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
 from flight_server.push_log import PartitionLog
-from flight_server.schemas import parse_spec, schema_difference
+from flight_server.wire.schemas import parse_spec, schema_difference
 from flight_server.tickets import TicketCodec
 
 SCHEMA = pa.schema([("id", pa.int64())])

@@ -70,6 +70,7 @@ export class PushStream {
     this.pending = null;
     this.finished = new Promise((resolve) => {
       this.call.on('data', (result) => {
+        // The ack of each appended batch: {"seq": N} (docs/protocol.md).
         this.acked = JSON.parse(Buffer.from(result.app_metadata).toString('utf8')).seq;
         onAck(this.acked);
       });

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 import grpc
 import pyarrow as pa
 
-from flight_server.wire import messages
+from flight_server.wire import messages, names
+from flight_server.wire.errors import error_message
 from producers.raw_grpc import rows, stubs
 
 pb2, pb2_grpc = stubs.load()
@@ -51,15 +52,12 @@ def end_data(batches: int) -> pb2.FlightData:
 
 
 def server_message(error: grpc.RpcError) -> str:
-    details = error.details() or ""
-    # pyarrow servers append the Python traceback to INVALID_ARGUMENT/NOT_FOUND messages;
-    # the sentence before it is the server's own message.
-    return f"{error.code().name}: {details.split('. Detail: Python exception')[0].strip()}"
+    return f"{error.code().name}: {error_message(error.details() or '')}"
 
 
 def push(uri: str, name: str, partition: int, requests: Iterable[pb2.FlightData],
          timeout_s: float, on_ack: Callable[[int], None]) -> int:
-    """Stream `requests` to DoPut and report each `{"seq": N}` ack; returns the last seq (-1: none)."""
+    """Stream `requests` to DoPut and report each ack (its sequence number); returns the last (-1: none)."""
     target = uri.removeprefix("grpc+tcp://").removeprefix("grpc://")
     options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
     last = -1
@@ -99,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wrong-schema", action="store_true", help="send `id` as int32 to see the refusal")
     p.add_argument("--timeout", type=float, default=120.0, help="deadline of the whole DoPut call, seconds")
     args = p.parse_args(argv)
-    path = ["push", args.table, str(args.partition)]
+    path = names.push_path(args.table, args.partition)
     try:
         last = push(args.uri, args.table, args.partition, demo_requests(args, path), args.timeout,
                     lambda seq: say(f"ack {seq}"))

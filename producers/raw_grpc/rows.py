@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from flight_server.schemas import parse_spec
+from flight_server.wire.schemas import parse_spec
 
 # What `flight_cli register --schema` takes; `!` marks not null.
 SPEC = ("id:int64!,small:int32,big:int64,ratio:double,f32:float,name:string,flag:bool,"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from flight_server.errors import InvalidRequest
+from flight_server.wire import names
+from flight_server.wire.errors import InvalidRequest
 
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "is_null", "is_not_null")
 STARTS = ("latest", "latest-full", "earliest")
 DEFAULT_POLL_MS = 1000
-_KEYS = ("table", "snapshot", "from_snapshot", "to_snapshot", "follow", "start", "consumer_id",
-         "poll_interval_ms", "columns", "filter", "buckets", "changelog")
-_FOLLOW_ONLY = ("start", "consumer_id", "poll_interval_ms")
+_KEYS = names.PAIMON_KEYS
+_FOLLOW_ONLY = (names.START, names.CONSUMER_ID, names.POLL_INTERVAL_MS)
 _CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -82,7 +82,7 @@ def check_consumer_id(value, what: str) -> str:
 def parse_path(path: list) -> PaimonRequest:
     """`["paimon", "DB.TABLE"]`: a full scan of the latest snapshot."""
     parts = [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in path]
-    if len(parts) != 2 or parts[0] != "paimon":
+    if len(parts) != 2 or parts[0] != names.PAIMON:
         raise InvalidRequest(f"Descriptor path {parts!r} is not understood; use ['paimon', 'DB.TABLE'].")
     return PaimonRequest(table=table_name(parts[1], "the descriptor path"))
 

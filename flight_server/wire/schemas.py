@@ -7,7 +7,7 @@ import re
 
 import pyarrow as pa
 
-from flight_server.errors import InvalidRequest
+from flight_server.wire.errors import InvalidRequest
 
 _SIMPLE = {
     "bool": pa.bool_(), "boolean": pa.bool_(),

@@ -1,0 +1,99 @@
+"""The error types of the protocol, and the one way a client reads a Flight error.
+
+The server raises these below its RPC layer and maps them to gRPC status codes once
+(`flight_server.errors.to_flight`); clients call `from_flight` on whatever a Flight call raised
+to get the server's own sentence and its kind, whatever pyarrow wrapped around it.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+class FlightPaimonError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str, **detail):
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def extra_info(self) -> bytes:
+        """Machine-readable detail sent in the Flight error's extra_info."""
+        return json.dumps({"code": self.code, **self.detail}, default=str).encode()
+
+
+class NotFound(FlightPaimonError, KeyError):
+    """An unknown table, partition or snapshot: NOT_FOUND on the wire."""
+
+    code = "not_found"
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+class InvalidRequest(FlightPaimonError, ValueError):
+    """A bad request, schema, ticket or option: INVALID_ARGUMENT on the wire."""
+
+    code = "invalid"
+
+
+class WrongState(FlightPaimonError):
+    """The target exists but cannot do this now: consumed, closed, failed, dropped."""
+
+    code = "state"
+
+
+class PartitionFailed(WrongState):
+    """The partition was ended with an error (by its producer, `fail`, `drop` or shutdown)."""
+
+    code = "failed"
+
+
+class Cancelled(FlightPaimonError):
+    """The other end of the stream went away (consumer or producer cancelled)."""
+
+    code = "cancelled"
+
+
+class Unavailable(FlightPaimonError):
+    """The server could not be reached (client side only)."""
+
+    code = "unavailable"
+
+
+class Internal(FlightPaimonError):
+    """A bug in the server; its log has the traceback."""
+
+    code = "internal"
+
+
+# What pyarrow or gRPC put after the server's own sentence.
+_TAILS = (". Detail:", ". gRPC client debug context:", "\n")
+
+
+def error_message(exc: BaseException) -> str:
+    """The server's own sentence from a Flight error, without what pyarrow or gRPC appended."""
+    text = str(exc)
+    for marker in _TAILS:
+        text = text.split(marker, 1)[0]
+    return text.strip() or type(exc).__name__
+
+
+def from_flight(exc: BaseException) -> FlightPaimonError:
+    """The error a client got from a Flight call, as one of the protocol's types with a clean message."""
+    import pyarrow as pa
+    import pyarrow.flight as flight
+
+    message = error_message(exc)
+    kinds = [
+        (flight.FlightUnavailableError, Unavailable), (flight.FlightCancelledError, Cancelled),
+        (flight.FlightInternalError, Internal), (KeyError, NotFound),
+        (pa.ArrowInvalid, InvalidRequest), (flight.FlightError, WrongState),
+    ]
+    for source, kind in kinds:
+        if isinstance(exc, source):
+            return kind(message)
+    return FlightPaimonError(message)

@@ -1,0 +1,35 @@
+"""Names on the wire: descriptor paths, action names, command keys (docs/protocol.md)."""
+
+from __future__ import annotations
+
+PUSH, PAIMON = "push", "paimon"  # first element of a descriptor path
+
+# Actions (do_action); list_actions describes each.
+REGISTER, FAIL, DROP, COMMIT, STATS = "register", "fail", "drop", "commit", "stats"
+LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT = "latest_snapshot", "consumer_progress", "consumer_commit"
+ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT)
+
+# Keys of a Paimon read command; "table" names the table.
+TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapshot", "to_snapshot"
+FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS = "follow", "start", "consumer_id", "poll_interval_ms"
+COLUMNS, FILTER, BUCKETS, CHANGELOG = "columns", "filter", "buckets", "changelog"
+PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS,
+               COLUMNS, FILTER, BUCKETS, CHANGELOG)
+
+# Keys of a replay-range command of a push partition.
+PARTITION, RANGE_START, RANGE_END = "partition", "start", "end"
+
+
+def push_path(name: str, partition: int | None = None) -> list[str]:
+    """`["push", NAME]` or `["push", NAME, "P"]`."""
+    return [PUSH, name] + ([] if partition is None else [str(partition)])
+
+
+def paimon_path(table: str) -> list[str]:
+    """`["paimon", "DB.TABLE"]`."""
+    return [PAIMON, table]
+
+
+def replay_command(name: str, partition: int, start: int, end: int) -> dict:
+    """The command of a replayable range [start, end) of one push partition."""
+    return {PUSH: name, PARTITION: partition, RANGE_START: start, RANGE_END: end}
