@@ -7,6 +7,9 @@ sentence that names the table and partition and says what to do.
 
 from __future__ import annotations
 
+import functools
+import traceback
+
 import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
@@ -16,6 +19,49 @@ from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidReque
 log = structlog.get_logger(__name__)
 
 
+MAX_MESSAGE_BYTES = 2000  # gRPC carries the message in trailers (twice, one base64) within its 8 KiB
+
+
+class _WireNotFound(KeyError):
+    """NOT_FOUND on the wire: a KeyError whose str() is not quoted."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class _WireInvalid(pa.ArrowInvalid):
+    """INVALID_ARGUMENT on the wire."""
+
+
+def _clean_details(format_exception):
+    """pyarrow's server sends a Python exception's NOT_FOUND/INVALID_ARGUMENT status with a detail
+    made by `traceback.format_exception` (the server's traceback and file paths). For the two wire
+    types above, whose message is already the whole story, the detail is the error's code."""
+
+    @functools.wraps(format_exception)
+    def wrapper(exc, /, *args, **kwargs):
+        value = args[0] if args and args[0] is not None else exc
+        if isinstance(value, (_WireNotFound, _WireInvalid)):
+            return [value.wire_code]
+        return format_exception(exc, *args, **kwargs)
+
+    wrapper.flight_paimon = True
+    return wrapper
+
+
+def install_clean_details() -> None:
+    """Idempotent; the server calls it at start. Other exceptions format as before."""
+    if not getattr(traceback.format_exception, "flight_paimon", False):
+        traceback.format_exception = _clean_details(traceback.format_exception)
+
+
+def _cut(message: str) -> str:
+    raw = message.encode("utf-8", "replace")
+    if len(raw) <= MAX_MESSAGE_BYTES:
+        return message
+    return raw[: MAX_MESSAGE_BYTES - 30].decode("utf-8", "ignore") + f" ... ({len(raw)} bytes in all)"
+
+
 def to_flight(exc: BaseException) -> BaseException:
     """Return the exception to raise to pyarrow.flight for `exc`: the one mapping to the wire."""
     if isinstance(exc, flight.FlightError):
@@ -23,19 +69,18 @@ def to_flight(exc: BaseException) -> BaseException:
     if not isinstance(exc, FlightPaimonError):
         return _unexpected(exc)
     # pyarrow appends ". Detail: ..." to every message: drop our full stop so it reads once.
-    message = exc.message.rstrip(".")
-    if isinstance(exc, NotFound):
-        return NotFound(message)  # a KeyError whose str() is not quoted
-    if isinstance(exc, InvalidRequest):
-        return pa.ArrowInvalid(message)
+    message = _cut(exc.message).rstrip(".")
+    if isinstance(exc, (NotFound, InvalidRequest)):
+        wire = _WireNotFound(message) if isinstance(exc, NotFound) else _WireInvalid(message)
+        wire.wire_code = exc.code
+        return wire
     if isinstance(exc, Cancelled):
         return flight.FlightCancelledError(message, extra_info=exc.extra_info())
     return flight.FlightServerError(message, extra_info=exc.extra_info())
 
 
 def _unexpected(exc: BaseException) -> BaseException:
-    if isinstance(exc, (KeyError, pa.ArrowInvalid)):
-        return exc
+    """A bug (whatever its type, KeyError included): logged with its traceback, INTERNAL on the wire."""
     log.error("unexpected_error", exc_info=exc)
     first_line = (str(exc).splitlines() or [""])[0][:300]
     return flight.FlightInternalError(

@@ -27,6 +27,8 @@ import structlog
 
 from flight_server import paimon_compat as compat
 from flight_server.wire.errors import Cancelled, NotFound, WrongState
+from flight_server.paimon_scope import pick, ticket_buckets
+from flight_server.tickets import PaimonTicket
 from flight_server.wire.requests import PaimonRequest
 from flight_server.wire import messages
 
@@ -35,7 +37,7 @@ log = structlog.get_logger(__name__)
 _WAIT_SLICE_S = 0.02  # how often a waiting follow re-checks for a gone client
 
 
-def start_position(scope, req: PaimonRequest, latest_id: int | None) -> dict:
+def start_position(scope, req: PaimonRequest, latest_id: int | None) -> tuple[int | None, int]:
     """Pin the follow's start into the ticket: an optional full scan, then the first delta.
 
     A consumer's recorded progress beats the start position (as in Paimon's connectors).
@@ -63,7 +65,7 @@ def start_position(scope, req: PaimonRequest, latest_id: int | None) -> dict:
                 f"Follow of Paimon table {req.table!r} cannot start at snapshot {n}: it has expired; "
                 f"the earliest is {earliest}.", table=req.table, snapshot=n)
         nxt = n
-    return {"m": "follow", "full": full, "next": nxt}
+    return full, nxt
 
 
 def snapshot_delta(scope, planner, snapshot, buckets: set | None) -> Iterator:
@@ -89,13 +91,11 @@ def check_identity(table, name: str, identity: str | None) -> None:
         "table and ends here. Plan a new read for the new table.", table=name)
 
 
-def follow(scope, ticket: dict, is_cancelled: Callable[[], bool], stopping: threading.Event) -> Iterator:
+def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stopping: threading.Event) -> Iterator:
     """The unbounded stream of one follow endpoint; ends only with the client, the server or the table."""
-    from flight_server.paimon_source import pick, ticket_buckets
-
     req, table = scope.req, scope.table
-    buckets = ticket_buckets(ticket, req)
-    full, nxt, identity = ticket["full"], ticket["next"], ticket.get("id")
+    buckets = ticket_buckets(ticket)
+    full, nxt, identity = ticket.full, ticket.next, ticket.identity
     log.info("follow_start", table=req.table, buckets=sorted(buckets) if buckets else None,
              full=full, next=nxt, consumer_id=req.consumer_id)
     planner = compat.new_delta_planner(table, scope.predicate, req.columns)

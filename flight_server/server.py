@@ -16,12 +16,12 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server import actions
-from flight_server.errors import to_flight
+from flight_server.errors import install_clean_details, to_flight
 from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed
 from flight_server.wire.requests import PaimonRequest, parse_command, parse_path
 from flight_server.paimon_source import PaimonSource
 from flight_server.push_tables import PushRegistry, PushTable
-from flight_server.tickets import PushTarget, TicketCodec, parse_json_object, parse_push_path
+from flight_server.tickets import PaimonTicket, PushTarget, PushTicket, TicketCodec, parse_json_object, parse_push_path
 from flight_server.wire import messages, names
 
 log = structlog.get_logger(__name__)
@@ -72,6 +72,7 @@ class FlightPaimonServer(flight.FlightServerBase):
     def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
                  ticket_key: bytes | None = None, warehouse: str | None = None, **kwargs):
         super().__init__(location, **kwargs)
+        install_clean_details()
         self.warehouse = warehouse
         self.push = PushRegistry()
         self.paimon = PaimonSource(warehouse)
@@ -113,9 +114,6 @@ class FlightPaimonServer(flight.FlightServerBase):
                 "Paimon read or {\"push\": NAME, \"partition\": P, \"start\": S, \"end\": E} for a replay."
             )
 
-    def _ticket(self, table: PushTable, payload: dict) -> bytes:
-        return self.tickets.encode({"push": table.name, "uid": table.uid, **payload})
-
     def _endpoint(self, ticket: bytes) -> flight.FlightEndpoint:
         return flight.FlightEndpoint(ticket, self.advertise)
 
@@ -123,7 +121,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         if partition is not None:
             table.partition(partition)  # raises NotFound for a partition it lacks
         parts = range(len(table.partitions)) if partition is None else [partition]
-        endpoints = [self._endpoint(self._ticket(table, {"p": p, "k": "drain"})) for p in parts]
+        endpoints = [self._endpoint(self.tickets.encode(PushTicket(table.name, table.uid, p))) for p in parts]
         descriptor = flight.FlightDescriptor.for_path(*names.push_path(table.name, partition))
         return flight.FlightInfo(table.schema, descriptor, endpoints, -1, -1)
 
@@ -138,7 +136,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         if end < start:
             raise InvalidRequest(f"Replay range [{start}, {end}) of push table {table.name!r} partition {p} is empty-reversed; need start <= end.")
         table.partition(p)
-        ticket = self._ticket(table, {"p": p, "k": "range", "s": start, "e": end})
+        ticket = self.tickets.encode(PushTicket(table.name, table.uid, p, start, end))
         desc = flight.FlightDescriptor.for_command(json.dumps(cmd))
         return flight.FlightInfo(table.schema, desc, [self._endpoint(ticket)], -1, -1)
 
@@ -242,31 +240,33 @@ class FlightPaimonServer(flight.FlightServerBase):
 
     def do_get(self, context, ticket):
         with _call("do_get", context, streaming=True) as call:
-            payload = self.tickets.decode(ticket.ticket)
-            if "paimon" in payload:
-                call.fields.update(table=payload["paimon"], bucket=payload.get("bk"), mode=payload["m"])
-                schema, batches = self.paimon.read(payload, context.is_cancelled)
-                return flight.GeneratorStream(schema, self._stream(batches, call))
-            call.fields.update(table=payload.get("push"), partition=payload.get("p"))
-            table = self.push.get(payload["push"])
-            if table.uid != payload.get("uid"):
+            decoded = self.tickets.decode(ticket.ticket)
+            if isinstance(decoded, PaimonTicket):
+                call.fields.update(table=decoded.request.table, bucket=decoded.bucket, mode=decoded.mode)
+                schema, items = self.paimon.read(decoded, context.is_cancelled)
+                return flight.GeneratorStream(schema, self._stream(items, call))
+            call.fields.update(table=decoded.name, partition=decoded.partition)
+            table = self.push.get(decoded.name)
+            if table.uid != decoded.uid:
                 raise NotFound(
                     f"The ticket is for an earlier push table {table.name!r} that was dropped; "
                     "get a fresh ticket from get_flight_info."
                 )
-            part = table.partition(payload["p"])
-            if payload["k"] == "drain":
+            part = table.partition(decoded.partition)
+            if decoded.start is None:
                 batches = part.drain(context.is_cancelled)
             else:
-                batches = part.read_range(payload["s"], payload["e"], context.is_cancelled)
-        return flight.GeneratorStream(table.schema, self._stream(batches, call))
+                batches = part.read_range(decoded.start, decoded.end, context.is_cancelled)
+            items = ((batch, None) for batch in batches)
+        return flight.GeneratorStream(table.schema, self._stream(items, call, batches.close))
 
     @staticmethod
-    def _stream(batches: Iterator[pa.RecordBatch], call: _Call):
+    def _stream(items: Iterator[tuple[pa.RecordBatch, bytes | None]], call: _Call, close=None):
+        """Yield `(batch, app_metadata)` items to Flight; the call's log line is written at the end."""
         try:
-            for item in batches:
-                call.add(item[0] if isinstance(item, tuple) else item)
-                yield item
+            for batch, metadata in items:
+                call.add(batch)
+                yield (batch, metadata) if metadata is not None else batch
         except GeneratorExit:
             call.done(Cancelled("the client went away"))
             raise
@@ -274,7 +274,7 @@ class FlightPaimonServer(flight.FlightServerBase):
             call.done(e)
             raise to_flight(e) from None
         finally:
-            batches.close()
+            (close or items.close)()
         call.done()
 
     # -- actions -------------------------------------------------------------------------

@@ -1,22 +1,28 @@
-"""The one codec for tickets and descriptors: what a client names, decoded into typed requests.
+"""Tickets and descriptor paths: what a client names, decoded into typed requests.
 
 Tickets are opaque to clients: JSON signed with the server's key (HMAC-SHA256), so a garbled or
-forged ticket is refused with a clear error. Servers sharing a warehouse share `--ticket-key`.
+forged ticket is refused with a clear error. Servers sharing a warehouse share the key
+(FLIGHT_PAIMON_TICKET_KEY). A ticket decodes into one of two frozen dataclasses, every field
+checked, so nothing below `do_get` reads an untyped dict.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from flight_server.wire.errors import InvalidRequest
 from flight_server.wire import names
+from flight_server.wire.errors import InvalidRequest
+from flight_server.wire.requests import PaimonRequest
 
 _PREFIX = b"fp1."
+MAX_BODY_BYTES = 1 << 20  # an action body, descriptor command or ticket: far above any real one
+MAX_JSON_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -27,19 +33,81 @@ class PushTarget:
     partition: int | None = None
 
 
+@dataclass(frozen=True)
+class PushTicket:
+    """One push partition: drained once (`start` is None) or the replayable range [start, end)."""
+
+    name: str
+    uid: str  # tells this table from an earlier one of the same name
+    partition: int
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True)
+class PaimonTicket:
+    """One endpoint of a Paimon read, planned once: any server over the warehouse serves it.
+
+    `mode` is the request's: "snapshot" reads `snapshot` (None: the table had none), "delta" the
+    snapshots `from_snapshot`+1..`to_snapshot`, "follow" a full scan of `full` (if set) and then
+    every snapshot from `next` on. `bucket` or split `group` (i, n) picks this endpoint's share;
+    `identity` is the table's, so a table created again under the name is never read.
+    """
+
+    request: PaimonRequest
+    identity: str | None
+    mode: str
+    snapshot: int | None = None
+    from_snapshot: int | None = None
+    to_snapshot: int | None = None
+    full: int | None = None
+    next: int | None = None
+    bucket: int | None = None
+    group: tuple[int, int] | None = None
+
+
+Ticket = PushTicket | PaimonTicket
+
+
+def _depth(value, limit: int) -> int:
+    if limit < 0:
+        return 0
+    if isinstance(value, dict):
+        return 1 + max((_depth(v, limit - 1) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v, limit - 1) for v in value), default=0)
+    return 0
+
+
 def parse_json_object(body: bytes, what: str) -> dict:
+    body = bytes(body)
+    if len(body) > MAX_BODY_BYTES:
+        raise InvalidRequest(f"The {what} is {len(body)} bytes; at most {MAX_BODY_BYTES} are taken.")
     try:
-        value = json.loads(bytes(body).decode("utf-8")) if body else {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InvalidRequest(f"The {what} is not UTF-8 JSON ({e}); send a JSON object.") from e
+        value = json.loads(body.decode("utf-8")) if body else {}
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise InvalidRequest(f"The {what} is not UTF-8 JSON ({reason}); send a JSON object.") from None
     if not isinstance(value, dict):
         raise InvalidRequest(f"The {what} must be a JSON object, got {type(value).__name__}.")
+    if _depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise InvalidRequest(f"The {what} is nested more than {MAX_JSON_DEPTH} levels deep; send a flat JSON object.")
     return value
 
 
-def parse_push_path(path: list[bytes]) -> PushTarget:
+def path_parts(path: list) -> list[str]:
+    """A descriptor path's segments as text; they must be UTF-8."""
+    try:
+        return [p.decode("utf-8") if isinstance(p, bytes) else str(p) for p in path]
+    except UnicodeDecodeError:
+        raise InvalidRequest(
+            f"Descriptor path {path!r} has a segment that is not UTF-8; names on the wire are UTF-8."
+        ) from None
+
+
+def parse_push_path(path: list) -> PushTarget:
     """`["push", NAME]` or `["push", NAME, "P"]`."""
-    parts = [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in path]
+    parts = path_parts(path)
     if len(parts) not in (2, 3) or parts[0] != names.PUSH or not parts[1]:
         raise InvalidRequest(
             f"Descriptor path {parts!r} is not understood; use ['push', NAME], "
@@ -47,11 +115,64 @@ def parse_push_path(path: list[bytes]) -> PushTarget:
         )
     if len(parts) == 2:
         return PushTarget(parts[1])
-    if not parts[2].isdigit():
+    if not (parts[2].isascii() and parts[2].isdigit()) or len(parts[2]) > 9:
         raise InvalidRequest(
             f"Partition {parts[2]!r} of push table {parts[1]!r} is not a decimal number; use e.g. '0'."
         )
     return PushTarget(parts[1], int(parts[2]))
+
+
+_MALFORMED = ("The ticket's payload is malformed ({}); take tickets from get_flight_info "
+              "(or flight_cli) and pass them unchanged.")
+
+
+def _check(value, kind: str, what: str, optional: bool = False):
+    """`value` if it is of `kind` ("int" >= 0, "str", "pair" of ints), else a clear refusal."""
+    if value is None and optional:
+        return None
+    ok = {
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "str": lambda v: isinstance(v, str),
+        "pair": lambda v: isinstance(v, list) and len(v) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v) and v[0] < v[1],
+    }[kind](value)
+    if not ok:
+        raise InvalidRequest(_MALFORMED.format(f"{what} is {value!r}"))
+    return tuple(value) if kind == "pair" else value
+
+
+def _from_payload(payload) -> Ticket:
+    if not isinstance(payload, dict):
+        raise InvalidRequest(_MALFORMED.format("not a JSON object"))
+    kind = payload.get("kind")
+    if kind == names.PUSH:
+        start, end = _check(payload.get("start"), "int", "start", True), _check(payload.get("end"), "int", "end", True)
+        if (start is None) != (end is None) or (start is not None and end < start):
+            raise InvalidRequest(_MALFORMED.format(f"range [{start}, {end})"))
+        return PushTicket(_check(payload.get("name"), "str", "name"), _check(payload.get("uid"), "str", "uid"),
+                          _check(payload.get("partition"), "int", "partition"), start, end)
+    if kind == names.PAIMON:
+        request = PaimonRequest.from_json(payload.get("request"))
+        mode = payload.get("mode")
+        if mode != request.mode:
+            raise InvalidRequest(_MALFORMED.format(f"mode {mode!r}"))
+        ints = {k: _check(payload.get(k), "int", k, True)
+                for k in ("snapshot", "from_snapshot", "to_snapshot", "full", "next", "bucket")}
+        if mode == "delta" and (ints["from_snapshot"] is None or ints["to_snapshot"] is None):
+            raise InvalidRequest(_MALFORMED.format("a delta without its snapshots"))
+        if mode == "follow" and ints["next"] is None:
+            raise InvalidRequest(_MALFORMED.format("a follow without its next snapshot"))
+        return PaimonTicket(request, _check(payload.get("identity"), "str", "identity", True), mode,
+                            group=_check(payload.get("group"), "pair", "group", True), **ints)
+    raise InvalidRequest(_MALFORMED.format(f"kind {kind!r}"))
+
+
+def _to_payload(ticket: Ticket) -> dict:
+    if isinstance(ticket, PushTicket):
+        return {"kind": names.PUSH, **asdict(ticket)}
+    out = {k: v for k, v in asdict(ticket).items() if v is not None}
+    out["request"] = ticket.request.to_json()
+    return {"kind": names.PAIMON, **out}
 
 
 class TicketCodec:
@@ -60,28 +181,32 @@ class TicketCodec:
     def __init__(self, key: bytes | None = None):
         self._key = key or os.urandom(32)
 
-    def encode(self, payload: dict) -> bytes:
-        body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode())
+    def encode(self, ticket: Ticket) -> bytes:
+        body = base64.urlsafe_b64encode(json.dumps(_to_payload(ticket), separators=(",", ":")).encode())
         return _PREFIX + body + b"." + base64.urlsafe_b64encode(self._mac(body))
 
-    def decode(self, ticket: bytes) -> dict:
+    def decode(self, ticket: bytes) -> Ticket:
         ticket = bytes(ticket)
         body, dot, mac = ticket[len(_PREFIX):].rpartition(b".")
-        if not ticket.startswith(_PREFIX) or not dot:
+        if not ticket.startswith(_PREFIX) or not dot or len(ticket) > MAX_BODY_BYTES:
             raise InvalidRequest(
                 "The ticket is not a flight-paimon ticket; take tickets from get_flight_info "
                 "(or flight_cli) and pass them unchanged."
             )
         try:
             given = base64.urlsafe_b64decode(mac)
-        except ValueError:
+        except (ValueError, binascii.Error):
             given = b""
         if not hmac.compare_digest(given, self._mac(body)):
             raise InvalidRequest(
                 "The ticket's signature does not match: it was altered, forged, or issued by a "
-                "server with another --ticket-key; get a fresh ticket from get_flight_info."
+                "server with another ticket key; get a fresh ticket from get_flight_info."
             )
-        return json.loads(base64.urlsafe_b64decode(body))
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(body))
+        except (ValueError, binascii.Error, RecursionError):
+            raise InvalidRequest(_MALFORMED.format("not base64 of JSON")) from None
+        return _from_payload(payload)
 
     def _mac(self, body: bytes) -> bytes:
         return hmac.new(self._key, body, hashlib.sha256).digest()[:16]

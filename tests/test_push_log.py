@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import time
 
@@ -13,7 +15,8 @@ from hypothesis import strategies as st
 from flight_server.wire.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
 from flight_server.push_log import PartitionLog
 from flight_server.wire.schemas import parse_spec, schema_difference
-from flight_server.tickets import TicketCodec
+from flight_server.tickets import PaimonTicket, PushTicket, TicketCodec
+from flight_server.wire.requests import PaimonRequest
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -178,23 +181,55 @@ def test_idle_partition_fails_only_while_it_has_room():
     assert s.state == "failed" and "idle_timeout_s" in s.error
 
 
+_push_tickets = st.builds(
+    PushTicket, st.text(min_size=1, max_size=10), st.text(max_size=12), st.integers(0, 1023),
+    st.one_of(st.none(), st.integers(0, 10)), st.none(),
+).map(lambda t: t if t.start is None else PushTicket(t.name, t.uid, t.partition, t.start, t.start + 3))
+_paimon_tickets = st.builds(
+    lambda table, snap, bucket, cols: PaimonTicket(
+        PaimonRequest(table, columns=cols), "1700000000000", "snapshot", snapshot=snap, bucket=bucket),
+    st.sampled_from(["db.t", "a.b"]), st.one_of(st.none(), st.integers(1, 10**6)),
+    st.one_of(st.none(), st.integers(0, 64)), st.one_of(st.none(), st.just(("id", "name"))),
+)
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=10), st.one_of(st.integers(), st.text(max_size=20)), max_size=5))
-def test_ticket_roundtrips(payload):
+@given(st.one_of(_push_tickets, _paimon_tickets))
+def test_ticket_roundtrips(ticket):
     codec = TicketCodec(b"k" * 32)
-    assert codec.decode(codec.encode(payload)) == payload
+    assert codec.decode(codec.encode(ticket)) == ticket
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(min_size=1, max_size=200), st.integers(min_value=0))
 def test_altered_or_foreign_ticket_is_refused(garbage, position):
     codec = TicketCodec(b"k" * 32)
-    ticket = bytearray(codec.encode({"push": "t", "p": 0}))
+    ticket = bytearray(codec.encode(PushTicket("t", "u", 0)))
     i = position % len(ticket)
     ticket[i] ^= 0x5A
-    for bad in (bytes(ticket), garbage, TicketCodec(b"x" * 32).encode({"push": "t", "p": 0})):
+    for bad in (bytes(ticket), garbage, TicketCodec(b"x" * 32).encode(PushTicket("t", "u", 0))):
         with pytest.raises(InvalidRequest):
             codec.decode(bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8)),
+                    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                            st.dictionaries(st.sampled_from(
+                                                ["kind", "name", "uid", "partition", "start", "end", "request",
+                                                 "mode", "snapshot", "bucket", "group", "next", "table"]),
+                                                inner, max_size=6)), max_leaves=12))
+def test_a_signed_ticket_with_a_malformed_payload_is_refused_clearly(payload):
+    """Only a holder of the key can sign, but even then a bad payload is a clear refusal, not a crash."""
+    codec = TicketCodec(b"k" * 32)
+    body = base64.urlsafe_b64encode(json.dumps(payload).encode())
+    ticket = b"fp1." + body + b"." + base64.urlsafe_b64encode(codec._mac(body))
+    try:
+        decoded = codec.decode(ticket)
+    except InvalidRequest as e:
+        assert "malformed" in str(e) or "Paimon read" in str(e), e
+    else:
+        assert isinstance(decoded, (PushTicket, PaimonTicket))
 
 
 _types = st.sampled_from([pa.int32(), pa.int64(), pa.string(), pa.float64(), pa.timestamp("us"), pa.list_(pa.int64())])

@@ -18,7 +18,7 @@ _CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 @dataclass(frozen=True)
 class PaimonRequest:
-    """What to read from one Paimon table; `to_json` round-trips it through tickets."""
+    """What to read from one Paimon table; `to_json` and `from_json` round-trip it through tickets."""
 
     table: str
     snapshot: int | None = None
@@ -45,13 +45,22 @@ class PaimonRequest:
         return int(self.start.split(":", 1)[1]) if self.start.startswith("snapshot:") else None
 
     def to_json(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if v is not None and v != () and v is not False}
-        for key in ("columns", "buckets"):
+        """The command that asks for this read (defaults left out)."""
+        defaults = PaimonRequest(self.table)
+        out = {k: v for k, v in asdict(self).items() if v != getattr(defaults, k) or k == names.TABLE}
+        for key in (names.COLUMNS, names.BUCKETS):
             if key in out:
                 out[key] = list(out[key])
-        if "filter" in out:
-            out["filter"] = [list(c) for c in out["filter"]]
+        if names.FILTER in out:
+            out[names.FILTER] = [list(c) for c in out[names.FILTER]]
         return out
+
+    @staticmethod
+    def from_json(cmd) -> PaimonRequest:
+        """The request a command asks for, every key checked (the inverse of `to_json`)."""
+        if not isinstance(cmd, dict):
+            raise InvalidRequest(f"A Paimon read command must be a JSON object, got {type(cmd).__name__}.")
+        return parse_command(cmd)
 
 
 def _int(cmd: dict, key: str, table: str, minimum: int) -> int | None:

@@ -1,0 +1,128 @@
+"""One Paimon table as one request sees it: its projection, filter and row kind, scans and reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from flight_server import paimon_compat as compat
+from flight_server.paimon_filter import build_predicate
+from flight_server.tickets import PaimonTicket
+from flight_server.wire.errors import InvalidRequest, NotFound
+from flight_server.wire.requests import PaimonRequest
+
+BATCH_ROWS = 65536
+
+
+def _native_read_options() -> dict:
+    """pypaimon-rust merges primary-key reads ~12x faster (docs/benchmarks.md); pypaimon falls
+    back to Python for routes the native reader does not support."""
+    try:
+        import pypaimon_rust  # noqa: F401
+    except ImportError:
+        return {}
+    return {"read.native.enabled": "true"}
+
+
+NATIVE_READ = _native_read_options()
+
+
+class Scope:
+    """A table plus one request's projection, filter and row kind: builds scans and reads."""
+
+    def __init__(self, table, req: PaimonRequest):
+        self.name = req.table
+        self.req = req
+        self.table = table.copy({"read.batch-size": str(BATCH_ROWS), **NATIVE_READ})
+        self.predicate = build_predicate(self.table, req)
+        if req.columns is not None:
+            missing = [c for c in req.columns if c not in self.table.field_names]
+            if missing:
+                raise InvalidRequest(
+                    f"Paimon table {req.table!r} has no column {missing[0]!r} (in 'columns'); "
+                    f"its columns are {', '.join(self.table.field_names)}."
+                )
+        builder = self.table.new_stream_read_builder().with_include_row_kind(req.changelog)
+        if self.predicate is not None:
+            builder = builder.with_filter(self.predicate)
+        if req.columns is not None:
+            builder = builder.with_projection(list(req.columns))
+        self.reader = builder.new_read()
+        self.schema = compat.output_schema(self.reader)
+
+    def snapshot_splits(self, snapshot_id: int | None) -> list:
+        """Splits of a full scan pinned at `snapshot_id`, in a stable order."""
+        if snapshot_id is None:
+            return []
+        pinned = self.table.copy({"scan.snapshot-id": str(snapshot_id)})
+        builder = pinned.new_read_builder()
+        if self.predicate is not None:
+            builder = builder.with_filter(self.predicate)
+        if self.req.columns is not None:
+            builder = builder.with_projection(list(self.req.columns))
+        return sorted(builder.new_scan().plan().splits(), key=compat.split_sort_key)
+
+    def batches(self, splits: list, meta: bytes | None = None) -> Iterator:
+        """`(batch, app_metadata)` of at least BATCH_ROWS rows (but the last), cast to `schema`."""
+        if not splits:
+            return
+        reader = self.reader.to_arrow_batch_reader(splits)
+        pending, rows = [], 0
+        try:
+            for batch in reader:
+                if batch.num_rows == 0:
+                    continue
+                pending.append(batch)
+                rows += batch.num_rows
+                if rows >= BATCH_ROWS:
+                    yield self._combine(pending), meta
+                    pending, rows = [], 0
+            if pending:
+                yield self._combine(pending), meta
+        finally:
+            close = getattr(reader, "close", None)
+            if close is not None:
+                close()
+
+    def _combine(self, batches: list) -> pa.RecordBatch:
+        batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+        return batch if batch.schema.equals(self.schema) else batch.cast(self.schema)
+
+    def snapshot(self, snapshot_id: int):
+        """The snapshot, or NotFound saying whether it expired or is yet to come."""
+        sm = self.table.snapshot_manager()
+        snap = sm.get_snapshot_by_id(snapshot_id) if snapshot_id >= 1 else None
+        if snap is None:
+            raise NotFound(_missing_snapshot(self.name, snapshot_id, sm), table=self.name, snapshot=snapshot_id)
+        return snap
+
+
+def _missing_snapshot(name: str, snapshot_id: int, sm) -> str:
+    latest, earliest = sm.get_latest_snapshot(), compat.earliest_snapshot_id(sm)
+    if latest is None:
+        return f"Snapshot {snapshot_id} of Paimon table {name!r} does not exist: the table has no snapshot yet."
+    if snapshot_id > latest.id:
+        return (f"Snapshot {snapshot_id} of Paimon table {name!r} does not exist yet: the latest is {latest.id}; "
+                "use latest_snapshot to find it.")
+    return (f"Snapshot {snapshot_id} of Paimon table {name!r} has expired or never existed: "
+            f"snapshots {earliest or '?'}..{latest.id} are available.")
+
+
+def bucket_set(buckets) -> set | None:
+    return None if buckets is None else set(buckets)
+
+
+def ticket_buckets(ticket: PaimonTicket) -> set | None:
+    """The buckets one endpoint reads: its own bucket, else the request's `buckets`, else all."""
+    return {ticket.bucket} if ticket.bucket is not None else bucket_set(ticket.request.buckets)
+
+
+def pick(splits: list, buckets: set | None, group: tuple[int, int] | None) -> list:
+    """The splits of `buckets`, then group i of n in the stable split order."""
+    if buckets is not None:
+        splits = [s for s in splits if s.bucket in buckets]
+    if group is not None:
+        i, n = group
+        splits = sorted(splits, key=compat.split_sort_key)[i::n]
+    return splits
