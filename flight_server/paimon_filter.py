@@ -34,7 +34,7 @@ def build_predicate(table, req: PaimonRequest):
             for v in values:
                 try:
                     pa.scalar(v, arrow_types[column])
-                except (pa.ArrowException, TypeError, ValueError) as e:
+                except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
                     raise InvalidRequest(
                         f"Paimon read of {req.table!r}: filter value {v!r} does not fit column {column!r} "
                         f"of type {arrow_types[column]} ({e})."

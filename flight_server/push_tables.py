@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
 from flight_server.push_log import PartitionLog
+from flight_server.wire.names import is_utf8
 from flight_server.wire.schemas import describe, schema_difference
 
 MAX_PARTITIONS = 1024
@@ -77,9 +78,10 @@ def _end_marker(value, name: str) -> str:
 
 
 def _check_name(name) -> str:
-    if not isinstance(name, str) or not name or "/" in name or len(name) > 200:
+    if not isinstance(name, str) or not name or "/" in name or len(name) > 200 or not is_utf8(name):
         raise InvalidRequest(
-            f"Push table name {name!r} is not valid; use a non-empty string of at most 200 characters without '/'."
+            f"Push table name {name!r} is not valid; use a non-empty UTF-8 string of at most 200 "
+            "characters without '/'."
         )
     return name
 

@@ -20,6 +20,15 @@ PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSU
 PARTITION, RANGE_START, RANGE_END = "partition", "start", "end"
 
 
+def is_utf8(text: str) -> bool:
+    """Whether `text` can travel as UTF-8 (JSON's "\\ud800" escapes give strings that cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def push_path(name: str, partition: int | None = None) -> list[str]:
     """`["push", NAME]` or `["push", NAME, "P"]`."""
     return [PUSH, name] + ([] if partition is None else [str(partition)])

@@ -75,7 +75,8 @@ def _int(cmd: dict, key: str, table: str, minimum: int) -> int | None:
 
 
 def table_name(value, what: str = "'table'") -> str:
-    if not isinstance(value, str) or value.count(".") != 1 or "" in value.split("."):
+    if (not isinstance(value, str) or value.count(".") != 1 or "" in value.split(".") or len(value) > 400
+            or "/" in value or not names.is_utf8(value)):
         raise InvalidRequest(f"Paimon table name {value!r} in {what} is not 'DB.TABLE'; name it e.g. 'db.orders'.")
     return value
 
