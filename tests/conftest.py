@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,14 @@ from flight_server.server import FlightPaimonServer
 from producers import Client
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for(condition, what: str, timeout: float = 10):
+    """Poll `condition()` until it is true; fail the test naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.02)
 
 
 class RunningServer:

@@ -69,7 +69,7 @@ class Running:
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
             if self.proc.poll() is not None:
-                return
+                pytest.fail(f"the producer exited (code {self.proc.returncode}) instead of stalling: {self.lines[-5:]}")
             if self.count("ack") and time.monotonic() - self.last_line_at >= quiet_s:
                 return
             time.sleep(0.1)

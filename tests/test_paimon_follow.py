@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from flight_server.wire import messages
 from producers import Client
 from producers.client import FollowProgress
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, wait_for
 from tests.paimon_tables import Follower, Warehouse, command, info, rows
 
 POLL = {"poll_interval_ms": 50}
@@ -190,7 +190,7 @@ def test_server_shutdown_ends_follow_with_an_error(wh, warehouse):
     client = Client(running.uri, timeout=10)
     try:
         f = Follower(client, info(client, command({"table": t, "follow": True, **POLL})).endpoints[0])
-        time.sleep(0.2)
+        wait_for(lambda: running.server.paimon.open_follows == 1, "the follow to start")
         running.server.close_streams("test shutdown")
         f.thread.join(10)
         assert isinstance(f.error, flight.FlightError) and "shutting down" in str(f.error)

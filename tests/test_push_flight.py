@@ -14,7 +14,7 @@ import pytest
 
 from producers import Client, SinkError
 from producers.examples.counter import SCHEMA, make_batch
-from tests.conftest import ROOT, ServerProcess, child_env
+from tests.conftest import ROOT, ServerProcess, child_env, wait_for
 
 BIG_ROWS = 65536  # ~2 MiB per counter batch: a few fill gRPC's flow-control window
 
@@ -108,8 +108,10 @@ def test_slow_consumer_sets_the_producers_pace(client):
         time.sleep(0.03)
     assert proc.wait(30) == 0
     assert received == 30
+    if producer_done_at is None:
+        producer_done_at = received  # it ended only after the consumer had read everything
     # The producer finished only when the consumer was within the buffered window of the end.
-    assert producer_done_at is None or producer_done_at >= 30 - (2 + 6 + 2), producer_done_at
+    assert producer_done_at >= 30 - (2 + 6 + 2), producer_done_at
     assert watcher.sent == 30
 
 
@@ -230,7 +232,7 @@ def test_consumer_cancel_fails_blocked_producer_within_a_second(client):
     t.start()
     reader = client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(30))
     reader.read_chunk()
-    time.sleep(0.5)  # let the producer block on the full partition again
+    wait_for(lambda: partition_stats(client, "t")["queued_batches"] == 2, "the producer to fill the partition again")
     assert not failed_at
     cancelled_at = time.monotonic()
     reader.cancel()
@@ -287,7 +289,8 @@ def test_drop_wakes_blocked_writer_and_waiting_reader(client):
     threads = [threading.Thread(target=f, daemon=True) for f in (produce, consume)]
     for t in threads:
         t.start()
-    time.sleep(0.5)
+    wait_for(lambda: partition_stats(client, "t")["queued_batches"] == 1, "the writer to block on the full partition")
+    wait_for(lambda: partition_stats(client, "idle")["reader"] == "drain", "the reader to wait on the empty one")
     client.drop("t")
     client.drop("idle")
     for t in threads:
@@ -316,7 +319,7 @@ def test_shutdown_ends_open_streams_with_an_error(warehouse):
 
         t = threading.Thread(target=consume, daemon=True)
         t.start()
-        time.sleep(0.3)
+        wait_for(lambda: partition_stats(client, "idle")["reader"] == "drain", "the reader to wait")
         proc.proc.send_signal(signal.SIGTERM)
         assert proc.proc.wait(15) == 0
         t.join(10)
@@ -360,7 +363,7 @@ def test_producer_may_connect_after_the_consumer(client):
     result = []
     t = threading.Thread(target=lambda: result.append(drain(client, "t")), daemon=True)
     t.start()
-    time.sleep(0.3)
+    wait_for(lambda: partition_stats(client, "t")["reader"] == "drain", "the consumer to attach first")
     with client.sink("t") as sink:
         sink.write(make_batch(0, 5))
     t.join(10)
