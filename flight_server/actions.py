@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.requests import check_consumer_id, table_name
-from flight_server.paimon_source import PaimonSource
-from flight_server.push_tables import PushRegistry
+from flight_server.paimon.source import PaimonSource
+from flight_server.push.tables import PushRegistry
 from flight_server.wire import names
 from flight_server.wire.schemas import decode_schema
 

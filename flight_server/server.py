@@ -19,8 +19,8 @@ from flight_server import actions
 from flight_server.errors import install_clean_details, to_flight
 from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed
 from flight_server.wire.requests import PaimonRequest, parse_command, parse_path
-from flight_server.paimon_source import PaimonSource
-from flight_server.push_tables import PushRegistry, PushTable
+from flight_server.paimon.source import PaimonSource
+from flight_server.push.tables import PushRegistry, PushTable
 from flight_server.tickets import PaimonTicket, PushTarget, PushTicket, TicketCodec, parse_json_object, parse_push_path
 from flight_server.wire import messages, names
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flight_server.wire.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
-from flight_server.push_log import PartitionLog
+from flight_server.push.log import PartitionLog
 from flight_server.wire.schemas import parse_spec, schema_difference
 from flight_server.tickets import PaimonTicket, PushTicket, TicketCodec
 from flight_server.wire.requests import PaimonRequest

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from flight_server import paimon_compat as compat
-from flight_server.paimon_filter import build_predicate
+from flight_server.paimon import compat
+from flight_server.paimon.filter import build_predicate
 from flight_server.tickets import PaimonTicket
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import PaimonRequest

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 
 from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
-from flight_server.push_log import PartitionLog
+from flight_server.push.log import PartitionLog
 from flight_server.wire.names import is_utf8
 from flight_server.wire.schemas import describe, schema_difference
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from flight_server import paimon_compat as compat
+from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.requests import PaimonRequest
 

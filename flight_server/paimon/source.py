@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import structlog
 
-from flight_server import paimon_compat as compat
-from flight_server import paimon_follow
-from flight_server.paimon_scope import Scope, bucket_set, pick, ticket_buckets
+from flight_server.paimon import compat
+from flight_server.paimon import follow
+from flight_server.paimon.scope import Scope, bucket_set, pick, ticket_buckets
 from flight_server.tickets import PaimonTicket
 from flight_server.wire import messages
 from flight_server.wire.errors import InvalidRequest, NotFound
@@ -122,7 +122,7 @@ class PaimonSource:
         latest = scope.table.snapshot_manager().get_latest_snapshot()
         latest_id = latest.id if latest else None
         if req.mode == "follow":
-            full, nxt = paimon_follow.start_position(scope, req, latest_id)
+            full, nxt = follow.start_position(scope, req, latest_id)
             return ReadPlan(scope.schema, self._per_bucket(replace(base, full=full, next=nxt), buckets))
         if req.mode == "delta":
             if req.from_snapshot > (latest_id or 0):
@@ -158,9 +158,9 @@ class PaimonSource:
         """The schema and `(batch, app_metadata)` stream of one endpoint's ticket."""
         req = ticket.request
         scope = Scope(self.table(req.table), req)
-        paimon_follow.check_identity(scope.table, req.table, ticket.identity)
+        follow.check_identity(scope.table, req.table, ticket.identity)
         if ticket.mode == "follow":
-            return scope.schema, self._counted(paimon_follow.follow(scope, ticket, is_cancelled, self.stopping))
+            return scope.schema, self._counted(follow.follow(scope, ticket, is_cancelled, self.stopping))
         if ticket.mode == "delta":
             return scope.schema, _delta(scope, ticket)
         return scope.schema, _snapshot(scope, ticket)
@@ -208,6 +208,6 @@ def _delta(scope: Scope, ticket: PaimonTicket) -> Iterator:
     buckets = ticket_buckets(ticket)
     try:
         for sid in range(ticket.from_snapshot + 1, ticket.to_snapshot + 1):
-            yield from paimon_follow.snapshot_delta(scope, planner, scope.snapshot(sid), buckets)
+            yield from follow.snapshot_delta(scope, planner, scope.snapshot(sid), buckets)
     finally:
         compat.close_planner(planner)

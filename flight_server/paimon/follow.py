@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import structlog
 
-from flight_server import paimon_compat as compat
+from flight_server.paimon import compat
 from flight_server.wire.errors import Cancelled, NotFound, WrongState
-from flight_server.paimon_scope import pick, ticket_buckets
+from flight_server.paimon.scope import pick, ticket_buckets
 from flight_server.tickets import PaimonTicket
 from flight_server.wire.requests import PaimonRequest
 from flight_server.wire import messages

@@ -1,0 +1,1 @@
+"""Paimon tables of one warehouse: planned per bucket, read, followed (pypaimon underneath)."""
