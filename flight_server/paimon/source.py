@@ -16,6 +16,7 @@ import structlog
 from flight_server.paimon import compat
 from flight_server.paimon import follow
 from flight_server.paimon.scope import Scope, bucket_set, pick, ticket_buckets
+from flight_server.source import Items, ReadPlan
 from flight_server.tickets import PaimonTicket
 from flight_server.wire import messages
 from flight_server.wire.errors import InvalidRequest, NotFound
@@ -25,16 +26,6 @@ log = structlog.get_logger(__name__)
 
 MAX_COUNTED_SNAPSHOTS = 64  # FlightInfo counts a delta's rows only when planning it stays cheap
 MAX_SPLIT_GROUPS = 16  # endpoints for a bucket=-1 snapshot read: enough parallelism for a Spark stage
-
-
-
-@dataclass
-class ReadPlan:
-    """What FlightInfo needs: the output schema and one ticket payload per endpoint."""
-
-    schema: pa.Schema
-    tickets: list[PaimonTicket]
-    total_records: int = -1
 
 
 @dataclass
@@ -154,7 +145,7 @@ class PaimonSource:
         chosen = base.request.buckets if base.request.buckets is not None else range(buckets)
         return [replace(base, bucket=b) for b in chosen]
 
-    def read(self, ticket: PaimonTicket, is_cancelled: Callable[[], bool]) -> tuple[pa.Schema, Iterator]:
+    def open(self, ticket: PaimonTicket, is_cancelled: Callable[[], bool]) -> tuple[pa.Schema, Items]:
         """The schema and `(batch, app_metadata)` stream of one endpoint's ticket."""
         req = ticket.request
         scope = Scope(self.table(req.table), req)

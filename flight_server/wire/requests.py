@@ -63,6 +63,37 @@ class PaimonRequest:
         return parse_command(cmd)
 
 
+@dataclass(frozen=True)
+class ReplayRange:
+    """Batches [start, end) of one push partition, readable again until a commit passes `end`."""
+
+    name: str
+    partition: int
+    start: int
+    end: int
+
+    def to_json(self) -> dict:
+        return names.replay_command(self.name, self.partition, self.start, self.end)
+
+    @staticmethod
+    def from_json(cmd: dict) -> ReplayRange:
+        name = cmd.get(names.PUSH)
+        p, start, end = (cmd.get(k) for k in (names.PARTITION, names.RANGE_START, names.RANGE_END))
+        if not isinstance(name, str) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, start, end)):
+            raise InvalidRequest(
+                f"A replay of push table {name!r} needs integer 'partition', 'start' and 'end' "
+                f"(>= 0), got partition={p!r} start={start!r} end={end!r}."
+            )
+        if end < start:
+            raise InvalidRequest(
+                f"Replay range [{start}, {end}) of push table {name!r} partition {p} is reversed; need start <= end.")
+        unknown = sorted(set(cmd) - {names.PUSH, names.PARTITION, names.RANGE_START, names.RANGE_END})
+        if unknown:
+            raise InvalidRequest(f"A replay of push table {name!r} takes no key {unknown[0]!r}.")
+        return ReplayRange(name, p, start, end)
+
+
 def _int(cmd: dict, key: str, table: str, minimum: int) -> int | None:
     value = cmd.get(key)
     if value is None:
@@ -89,9 +120,8 @@ def check_consumer_id(value, what: str) -> str:
     return value
 
 
-def parse_path(path: list) -> PaimonRequest:
+def parse_path(parts: list[str]) -> PaimonRequest:
     """`["paimon", "DB.TABLE"]`: a full scan of the latest snapshot."""
-    parts = [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in path]
     if len(parts) != 2 or parts[0] != names.PAIMON:
         raise InvalidRequest(f"Descriptor path {parts!r} is not understood; use ['paimon', 'DB.TABLE'].")
     return PaimonRequest(table=table_name(parts[1], "the descriptor path"))

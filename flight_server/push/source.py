@@ -1,0 +1,144 @@
+"""Push tables as a source: plans, reads, and the producer streams that fill them (no Flight).
+
+A producer's stream ends cleanly only with its end marker `{"end": N}` (N checked against what
+arrived); a half-close without it, a wrong N, or a broken stream fails the partition, because a
+crashed producer's writer, closed by destructors, looks exactly like a half-close.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+
+from flight_server.push.log import PartitionLog
+from flight_server.push.tables import PushRegistry, PushTable
+from flight_server.source import Items, ReadPlan
+from flight_server.tickets import PushTarget, PushTicket
+from flight_server.wire import messages
+from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed
+from flight_server.wire.requests import ReplayRange
+
+Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
+
+
+class PushSource:
+    """The push tables of one server, seen as plans, reads and producer streams."""
+
+    def __init__(self, registry: PushRegistry):
+        self.registry = registry
+
+    # -- reading -------------------------------------------------------------------------
+
+    def plan(self, request: PushTarget | ReplayRange) -> ReadPlan:
+        """One drain endpoint per partition (or the one named), or the endpoint of a replay range."""
+        table = self.registry.get(request.name)
+        if request.partition is not None:
+            table.partition(request.partition)  # raises NotFound for a partition it lacks
+        if isinstance(request, ReplayRange):
+            return ReadPlan(table.schema, [PushTicket(table.name, table.uid, request.partition, request.start, request.end)])
+        parts = range(len(table.partitions)) if request.partition is None else [request.partition]
+        return ReadPlan(table.schema, [PushTicket(table.name, table.uid, p) for p in parts])
+
+    def open(self, ticket: PushTicket, cancelled: Callable[[], bool]) -> tuple[pa.Schema, Items]:
+        table = self.registry.get(ticket.name)
+        if table.uid != ticket.uid:
+            raise NotFound(
+                f"The ticket is for an earlier push table {table.name!r} that was dropped; "
+                "get a fresh ticket from get_flight_info."
+            )
+        part = table.partition(ticket.partition)
+        if ticket.start is None:
+            batches = part.drain(cancelled)
+        else:
+            batches = part.read_range(ticket.start, ticket.end, cancelled)
+        return table.schema, _without_metadata(batches)
+
+    # -- producer streams ----------------------------------------------------------------
+
+    def put(self, target: PushTarget, schema: pa.Schema, chunks: Chunks,
+            on_append: Callable[[int, pa.RecordBatch], None], cancelled: Callable[[], bool], fields: dict) -> None:
+        """Take one producer stream: refused before anything is appended unless it may write here.
+
+        `chunks` yields `(batch or None, app_metadata or None)`; `on_append(seq, batch)` acks each
+        appended batch; `fields` collects what the call's log line reports.
+        """
+        table = self.registry.get(target.name)
+        p = _put_partition(table, target)
+        fields["partition"] = p
+        part = table.partition(p)
+        table.check_schema(schema, p)
+        part.attach_writer()
+        try:
+            _pump(part, chunks, on_append, cancelled, fields, table.end_marker == "required")
+        except FlightPaimonError:
+            raise  # the log has already recorded its own state change
+        except BaseException as e:
+            part.fail(f"the producer's stream broke: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            raise
+
+
+def _without_metadata(batches: Iterator[pa.RecordBatch]) -> Items:
+    try:
+        for batch in batches:
+            yield batch, None
+    finally:
+        batches.close()  # a drain closed early fails its partition: the consumer went away
+
+
+def _put_partition(table: PushTable, target: PushTarget) -> int:
+    if target.partition is not None:
+        return target.partition
+    if len(table.partitions) != 1:
+        raise InvalidRequest(
+            f"Push table {table.name!r} has {len(table.partitions)} partitions; do_put to "
+            f"['push', {table.name!r}, 'P'] naming one."
+        )
+    return 0
+
+
+def _pump(part: PartitionLog, chunks: Chunks, on_append, cancelled, fields: dict, end_required: bool) -> None:
+    """Append the stream's batches; its clean end is the producer's `{"end": N}` marker."""
+    received = 0
+    for data, metadata in chunks:
+        said = messages.read_producer_message(metadata)
+        if said is not None and said.error is not None:
+            part.fail(f"the producer failed: {said.error}")  # a batch riding on it is not appended
+            fields["producer_error"] = said.error
+            return
+        if data is not None:
+            on_append(part.append(data, cancelled), data)
+            received += 1
+        else:
+            part.touch()
+        if said is not None and said.has_end:
+            _end_stream(part, chunks, said.end, received, fields)
+            return
+    if cancelled():
+        part.fail("the producer's stream broke (killed, timed out or cancelled) before it ended cleanly")
+        raise Cancelled(f"The producer's stream to {part.label} was cancelled; the partition failed.")
+    if end_required:
+        part.fail(f"the producer's stream ended after {received} batch(es) without its end marker "
+                  '{"end": N}: the producer may have crashed')
+        raise PartitionFailed(
+            f"The stream to {part.label} half-closed without its end marker {{\"end\": {received}}}; "
+            "the partition failed. Send the marker before closing (TableSink does), or register "
+            "the table with end_marker 'optional'."
+        )
+    fields["eof"] = part.writer_done()
+
+
+def _end_stream(part: PartitionLog, chunks: Chunks, claimed, received: int, fields: dict) -> None:
+    """Check the producer's `{"end": N}` against what arrived; then nothing more may follow."""
+    if isinstance(claimed, bool) or not isinstance(claimed, int) or claimed != received:
+        part.fail(f"the producer's end marker says {claimed!r} batch(es) but the server received {received}")
+        raise PartitionFailed(
+            f"The stream to {part.label} ended with end marker {claimed!r} but the server received "
+            f"{received} batch(es); the partition failed."
+        )
+    fields["eof"] = part.writer_done()
+    if next(chunks, None) is not None:
+        raise InvalidRequest(
+            f"The stream to {part.label} sent more after its end marker; the partition had already "
+            f"ended cleanly with the {received} batch(es) before it."
+        )

@@ -1,0 +1,31 @@
+"""The one interface both kinds of table serve through (DataFusion's PartitionStream shape).
+
+`plan(request)` answers get_flight_info: the output schema and one ticket per endpoint.
+`open(ticket, cancelled)` answers do_get: the schema and a stream of `(batch, app_metadata)`.
+Neither knows anything of Flight; the server encodes the tickets and turns streams into Flight's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+
+Items = Iterator[tuple[pa.RecordBatch, bytes | None]]
+
+
+@dataclass
+class ReadPlan:
+    """What FlightInfo needs: the output schema, one ticket per endpoint, the rows where known."""
+
+    schema: pa.Schema
+    tickets: list
+    total_records: int = -1
+
+
+class Source(Protocol):
+    def plan(self, request) -> ReadPlan: ...
+
+    def open(self, ticket, cancelled: Callable[[], bool]) -> tuple[pa.Schema, Items]: ...
