@@ -19,6 +19,7 @@ MMAP_THRESHOLD = 32 << 20  # glibc's maximum: batch buffers stay in the heap and
 TRIM_THRESHOLD = 64 << 20  # free heap kept for the next batches before pages go back
 
 _reusing = False  # reuse_batch_buffers() took effect in this process
+_one_arena = False  # one_malloc_arena() took effect in this process
 
 
 def _glibc() -> bool:
@@ -43,7 +44,14 @@ def one_malloc_arena() -> bool:
     pyarrow.flight already starts a thread that makes a second arena, and a limit set after that
     leaves the threads spread over both (measured: RSS growth 166 MiB instead of 132).
     """
-    return "MALLOC_ARENA_MAX" not in os.environ and _mallopt(M_ARENA_MAX, 1)
+    global _one_arena
+    _one_arena = _one_arena or ("MALLOC_ARENA_MAX" not in os.environ and _mallopt(M_ARENA_MAX, 1))
+    return _one_arena
+
+
+def one_malloc_arena_set() -> bool:
+    """Whether one_malloc_arena() took effect in this process."""
+    return _one_arena
 
 
 def reuse_batch_buffers() -> bool:

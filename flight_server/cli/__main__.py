@@ -1,0 +1,7 @@
+"""`python -m flight_server.cli`."""
+
+import sys
+
+from flight_server.cli import main
+
+sys.exit(main())
