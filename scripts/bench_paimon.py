@@ -154,11 +154,8 @@ def main() -> int:
     write_table(catalog, "bench.append", args.rows)
     write_table(catalog, "bench.pk", args.pk_rows, primary_keys=["id"], versions=2)
     print(f"wrote tables in {time.perf_counter() - t0:.1f}s ({wh})", flush=True)
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    server = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "--log-level", "warning", "serve",
-                               "--port", "0", "--warehouse", wh], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, env=env, cwd=ROOT)
-    uri = re.search(r"grpc://[\d.]+:\d+", server.stdout.readline()).group(0)
+    running = ServerProcess(wh, log_level="warning", stderr=subprocess.DEVNULL)
+    server, uri = running.proc, running.uri
     results = {}
     try:
         base = [pypaimon_read(catalog, "bench.append") for _ in range(args.runs)]

@@ -140,16 +140,13 @@ def result(proc: subprocess.Popen, timeout: float = 600) -> dict:
 
 
 def start_server(*cmd: str) -> tuple[subprocess.Popen, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, *cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=env)
-    uri = re.search(r"grpc://[\d.]+:\d+", proc.stdout.readline()).group(0)
-    return proc, uri
+    server = ServerProcess("", stderr=subprocess.DEVNULL, command=[sys.executable, *cmd])
+    return server.proc, server.uri
 
 
 def flight_paimon_server(warehouse: str) -> tuple[subprocess.Popen, str]:
-    return start_server("-m", "flight_server.cli", "--log-level", "warning", "serve", "--port", "0",
-                        "--warehouse", warehouse)
+    server = ServerProcess(warehouse, log_level="warning", stderr=subprocess.DEVNULL)
+    return server.proc, server.uri
 
 
 def register(uri: str, name: str, schema: pa.Schema, capacity: int) -> None:

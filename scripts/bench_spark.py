@@ -45,14 +45,8 @@ QUERY = "SELECT region, count(*) AS n, sum(amount) AS total, max(id) AS top, min
 
 
 def start_server(warehouse: str) -> tuple[subprocess.Popen, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--warehouse", warehouse],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
-    match = re.search(r"grpc://[\d.]+:\d+", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise SystemExit("the server did not start")
-    return proc, match.group(0)
+    server = ServerProcess(warehouse, stderr=subprocess.DEVNULL)
+    return server.proc, server.uri
 
 
 def write_table(warehouse: str, rows: int, commits: int = 4) -> str:

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
+from flight_server.cli.process import ServerProcess  # noqa: E402
 from producers import Client  # noqa: E402
 from producers.client import error_message  # noqa: E402
 
@@ -24,12 +25,9 @@ def section(title: str) -> None:
 
 
 def start_server(warehouse: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "flight_server.cli", "--log-level", "warning", "serve", "--port", "0",
-         "--warehouse", warehouse], stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
-    line = proc.stdout.readline()
-    print(line.strip())
-    return proc, re.search(r"grpc://[\d.]+:\d+", line).group(0)
+    server = ServerProcess(warehouse, log_level="warning", stderr=None)
+    print(server.first_line.strip())
+    return server.proc, server.uri
 
 
 def run(*cmd: str, timeout: float = 120) -> str:

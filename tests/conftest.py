@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from flight_server.cli.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
 from flight_server.server import FlightPaimonServer
 from producers import Client
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def wait_for(condition, what: str, timeout: float = 10):
@@ -62,33 +62,6 @@ def client(server):
     c = Client(server.uri, timeout=10)
     yield c
     c.close()
-
-
-def child_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-class ServerProcess:
-    """`flight_cli serve --port 0` as a subprocess: for signals, kills and restarts."""
-
-    def __init__(self, warehouse: str, *extra: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--warehouse", warehouse, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT,
-        )
-        line = self.proc.stdout.readline()
-        match = re.search(r"grpc://[\d.]+:\d+", line)
-        if not match:
-            self.proc.kill()
-            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()[-2000:]}")
-        self.uri = match.group(0)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
 
 
 @pytest.fixture

@@ -1,13 +1,15 @@
 """flight_cli: serve | register | tail | list | stats.
 
-The server's process gets one glibc malloc arena, set here, before anything imports pyarrow:
-importing pyarrow.flight starts a thread with an arena of its own (see wire/allocator.py).
+`main` gives the process one glibc malloc arena before anything imports pyarrow (importing
+pyarrow.flight starts a thread with an arena of its own, see wire/allocator.py); importing this
+package does nothing, so `flight_server.cli.process` can be used anywhere.
 """
 
-from flight_server.wire import allocator
 
-MALLOC_TUNED = allocator.one_malloc_arena()
+def main(argv: list[str] | None = None) -> int:
+    from flight_server.wire import allocator
 
-from flight_server.cli.main import main  # noqa: E402  (after the malloc set-up above)
+    allocator.one_malloc_arena()
+    from flight_server.cli.main import main as run  # imports pyarrow: after the malloc set-up
 
-__all__ = ["main"]
+    return run(argv)

@@ -40,7 +40,7 @@ def one_malloc_arena() -> bool:
     Received push batches are freed by other threads than the ones that allocated them. Spread
     over glibc's default of up to 8 arenas per core they fragmented many arenas and server RSS
     climbed with the volume pushed; one arena measured less RSS (no climb) and about 7x fewer
-    page faults. Call it before pyarrow is imported (flight_cli does, at its top): importing
+    page faults. Call it before pyarrow is imported (flight_cli's main does, first): importing
     pyarrow.flight already starts a thread that makes a second arena, and a limit set after that
     leaves the threads spread over both (measured: RSS growth 166 MiB instead of 132).
     """
