@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 
 from flight_server import actions
 from flight_server.wire import names
-from flight_server.wire.errors import error_message
+from flight_server.wire.errors import InvalidRequest, NotFound, PartitionFailed, error_message, from_flight
 from flight_server.wire.schemas import encode_schema
 from producers.examples.counter import SCHEMA, make_batch
 from tests.paimon_tables import Warehouse, rows
@@ -178,3 +178,19 @@ def test_a_key_error_from_a_server_bug_is_logged_with_its_traceback_and_answered
     logged = [e for e in logs if e["event"] == "unexpected_error"]
     assert len(logged) == 1 and isinstance(logged[0]["exc_info"], KeyError)
     assert logged[0]["exc_info"].__traceback__ is not None
+
+
+def test_from_flight_gives_clients_the_protocols_error_types(client):
+    client.register("t", SCHEMA)
+    client.fail("t", "shard 7 crashed")
+    cases = [
+        (lambda: client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(10)).read_all(),
+         PartitionFailed, "push table 't' partition 0 failed: shard 7 crashed"),
+        (lambda: client.stats("nope"), NotFound, "Push table 'nope' is not registered"),
+        (lambda: client.action(names.STATS, {"name": 5}), InvalidRequest, "Push table name 5 is not valid"),
+    ]
+    for fn, kind, start in cases:
+        with pytest.raises(Exception) as e:
+            fn()
+        got = from_flight(e.value)
+        assert type(got) is kind and got.message.startswith(start) and "Detail" not in got.message, got

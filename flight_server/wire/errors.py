@@ -88,6 +88,10 @@ def from_flight(exc: BaseException) -> FlightPaimonError:
     import pyarrow.flight as flight
 
     message = error_message(exc)
+    by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, Cancelled, Internal)}
+    code = _extra_info_code(getattr(exc, "extra_info", None))
+    if code in by_code:  # the server's own word on what kind of error this is
+        return by_code[code](message)
     kinds = [
         (flight.FlightUnavailableError, Unavailable), (flight.FlightCancelledError, Cancelled),
         (flight.FlightInternalError, Internal), (KeyError, NotFound),
@@ -97,3 +101,11 @@ def from_flight(exc: BaseException) -> FlightPaimonError:
         if isinstance(exc, source):
             return kind(message)
     return FlightPaimonError(message)
+
+
+def _extra_info_code(extra_info) -> str | None:
+    try:
+        value = json.loads(extra_info) if extra_info else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value.get("code") if isinstance(value, dict) else None
