@@ -14,7 +14,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,8 @@ import pyarrow.flight as flight
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from flight_server.cli.process import ServerProcess  # noqa: E402
 
 from pypaimon import CatalogFactory, Schema  # noqa: E402
 

@@ -20,7 +20,6 @@ import argparse
 import glob
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import pyarrow.compute as pc
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from flight_server.cli.process import ServerProcess  # noqa: E402
 
 from producers import Client  # noqa: E402
 from producers.paimon import commit_arrow  # noqa: E402

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
