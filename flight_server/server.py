@@ -24,7 +24,7 @@ from flight_server.tickets import (
     PaimonTicket, PushTarget, Ticket, TicketCodec, parse_json_object, parse_push_path, path_parts,
 )
 from flight_server.wire import messages, names
-from flight_server.wire.errors import Cancelled, InvalidRequest
+from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound
 from flight_server.wire.requests import PaimonRequest, ReplayRange, parse_path
 
 log = structlog.get_logger(__name__)
@@ -89,12 +89,21 @@ class FlightPaimonServer(flight.FlightServerBase):
     # -- discovery -----------------------------------------------------------------------
 
     def list_flights(self, context, criteria):
+        """Push tables and Paimon tables whose name starts with `criteria` (UTF-8; empty: all)."""
         with _call("list_flights", context):
+            prefix = criteria.decode("utf-8", "replace") if criteria else ""
             infos = [self._info(flight.FlightDescriptor.for_path(*names.push_path(t.name)),
-                                self.pushed.plan(PushTarget(t.name))) for t in self.push.tables()]
+                                self.pushed.plan(PushTarget(t.name)))
+                     for t in self.push.tables() if t.name.startswith(prefix)]
             if self.warehouse:
-                infos += [self._paimon_summary(t) for t in self.paimon.tables()]
+                infos += [info for t in self.paimon.tables() if t.name.startswith(prefix)
+                          if (info := self._paimon_summary(t)) is not None]
         yield from infos
+
+    def get_schema(self, context, descriptor):
+        with _call("get_schema", context):
+            source, request = self._request(descriptor)
+            return flight.SchemaResult(source.schema(request))
 
     def get_flight_info(self, context, descriptor):
         with _call("get_flight_info", context) as call:
@@ -121,15 +130,21 @@ class FlightPaimonServer(flight.FlightServerBase):
             "Paimon read or {\"push\": NAME, \"partition\": P, \"start\": S, \"end\": E} for a replay."
         )
 
-    def _info(self, descriptor, plan: ReadPlan) -> flight.FlightInfo:
+    def _info(self, descriptor, plan: ReadPlan, app_metadata: bytes = b"") -> flight.FlightInfo:
         endpoints = [flight.FlightEndpoint(self.tickets.encode(t), self.advertise) for t in plan.tickets]
-        return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1)
+        return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1, app_metadata=app_metadata)
 
-    def _paimon_summary(self, table) -> flight.FlightInfo:
+    def _paimon_summary(self, table) -> flight.FlightInfo | None:
+        """A Paimon table as list_flights shows it: the plan of its latest snapshot, and a summary
+        (None when it was dropped while the list was made)."""
         meta = {"table": table.name, "buckets": table.buckets, "latest_snapshot": table.latest_snapshot,
                 "primary_keys": table.primary_keys, "partition_keys": table.partition_keys}
         desc = flight.FlightDescriptor.for_path(*names.paimon_path(table.name))
-        return flight.FlightInfo(table.schema, desc, [], -1, -1, app_metadata=json.dumps(meta).encode())
+        try:
+            plan = self.paimon.plan(PaimonRequest(table.name))
+        except NotFound:
+            return None
+        return self._info(desc, plan, json.dumps(meta).encode())
 
     # -- data ----------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The one interface both kinds of table serve through (DataFusion's PartitionStream shape).
 
+`schema(request)` answers get_schema: the output schema alone, without planning the read.
 `plan(request)` answers get_flight_info: the output schema and one ticket per endpoint.
 `open(ticket, cancelled)` answers do_get: the schema and a stream of `(batch, app_metadata)`.
 Neither knows anything of Flight; the server encodes the tickets and turns streams into Flight's.
@@ -26,6 +27,8 @@ class ReadPlan:
 
 
 class Source(Protocol):
+    def schema(self, request) -> pa.Schema: ...
+
     def plan(self, request) -> ReadPlan: ...
 
     def open(self, ticket, cancelled: Callable[[], bool]) -> tuple[pa.Schema, Items]: ...

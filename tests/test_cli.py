@@ -6,7 +6,12 @@ import json
 import subprocess
 import sys
 
+import pyarrow.flight as flight
+import pytest
+
+from producers.examples.counter import SCHEMA
 from tests.conftest import ROOT, child_env
+from tests.paimon_tables import Warehouse, rows
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -61,3 +66,55 @@ def test_cli_errors_are_one_clear_line(server_process):
     missing = cli("stats", "nope", "--uri", server_process.uri)
     assert missing.returncode != 0 and "'nope' is not registered" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_cli_user_mistakes_are_one_line_that_says_what_to_do(server_process, tmp_path):
+    cases = [
+        (["list", "--uri", "127.0.0.1:8815"], 2, "has no scheme; use grpc://127.0.0.1:8815"),
+        (["stats", "--uri", "grpc://127.0.0.1:1"], 1, "is `flight_cli serve` running there?"),
+        (["tail", "push:t", "--consumer-id", "c", "--uri", server_process.uri], 2, "are for Paimon tables"),
+        (["tail", "nodots", "--uri", server_process.uri], 2, "is neither push:NAME nor DB.TABLE"),
+        (["drop", "ghost", "--uri", server_process.uri], 2, "'ghost' is not registered"),
+        (["serve", "--port", server_process.uri.rsplit(":", 1)[1], "--warehouse", str(tmp_path / "never")], 2,
+         "Address already in use; is another server running there?"),
+    ]
+    for args, code, words in cases:
+        out = cli(*args)
+        assert out.returncode == code and words in out.stderr, (args, out.returncode, out.stderr)
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "never").exists()  # a server that did not start created nothing
+
+
+def test_cli_version_help_defaults_log_level_after_the_command_and_drop(server_process):
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("flight_cli 0.")
+    helped = cli("register", "--help").stdout
+    assert "(default: 16)" in helped and "FLIGHT_PAIMON_URI" in helped
+    uri = server_process.uri
+    assert cli("register", "t", "--schema", "id:int64", "--uri", uri, "--log-level", "debug").returncode == 0
+    dropped = cli("drop", "t", "--uri", uri)
+    assert dropped.returncode == 0 and json.loads(dropped.stdout) == {"dropped": "t"}
+    assert "push/t" not in cli("list", "--uri", uri).stdout
+    bad = cli("--log-level", "nonsense", "list")
+    assert bad.returncode == 2 and "invalid choice: 'nonsense'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_get_schema_and_list_flights_with_a_prefix_and_paimon_endpoints(client, warehouse):
+    wh = Warehouse(warehouse)
+    wh.commit(wh.create("orders", buckets=2), rows(0, 10))
+    client.register("orders_push", SCHEMA, partitions=3)
+    client.register("other", SCHEMA)
+    got = client.flight.get_schema(flight.FlightDescriptor.for_path("push", "orders_push"), options=client.options())
+    assert got.schema.equals(SCHEMA)
+    paimon = client.flight.get_schema(flight.FlightDescriptor.for_command(
+        json.dumps({"table": "db.orders", "columns": ["name", "id"]})), options=client.options())
+    assert paimon.schema.names == ["name", "id"]
+    with pytest.raises(KeyError, match="'nope' is not registered"):
+        client.flight.get_schema(flight.FlightDescriptor.for_path("push", "nope"), options=client.options())
+    listed = {"/".join(p.decode() for p in i.descriptor.path): i for i in client.flight.list_flights(b"orders")}
+    assert set(listed) == {"push/orders_push"}
+    listed = {"/".join(p.decode() for p in i.descriptor.path): i for i in client.flight.list_flights(b"db.")}
+    assert set(listed) == {"paimon/db.orders"}
+    entry = listed["paimon/db.orders"]
+    assert len(entry.endpoints) == 2 and entry.total_records == 10  # one endpoint per bucket, rows known
+    assert json.loads(entry.app_metadata)["latest_snapshot"] == 1

@@ -6,6 +6,10 @@ package does nothing, so `flight_server.cli.process` can be used anywhere.
 """
 
 
+class CliError(Exception):
+    """A user mistake or an unreachable server: one line on stderr, exit code 2, no traceback."""
+
+
 def main(argv: list[str] | None = None) -> int:
     from flight_server.wire import allocator
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server import logging as fp_logging
+from flight_server.cli import CliError
 from flight_server.cli.serve import cmd_serve
 from flight_server.cli.tail import cmd_tail as _tail
 from producers.client import Client, error_message
@@ -19,6 +21,8 @@ DEFAULT_URI = "grpc://127.0.0.1:8815"
 
 
 def _client(args) -> Client:
+    if "://" not in args.uri:
+        raise CliError(f"--uri {args.uri!r} has no scheme; use grpc://{args.uri} (or grpc+tls://).")
     return Client(args.uri, timeout=args.timeout)
 
 
@@ -32,9 +36,15 @@ def cmd_register(args) -> int:
     return 0
 
 
+def cmd_drop(args) -> int:
+    _client(args).drop(args.name)
+    print(json.dumps({"dropped": args.name}))
+    return 0
+
+
 def cmd_list(args) -> int:
     client = _client(args)
-    for info in client.flight.list_flights(options=client.options()):
+    for info in client.flight.list_flights(args.prefix.encode(), options=client.options()):
         path = "/".join(p.decode() for p in info.descriptor.path) if info.descriptor.path else "?"
         cols = ", ".join(f"{f.name}:{f.type}" for f in info.schema)
         print(f"{path}\tendpoints={len(info.endpoints)}\t{cols}")
@@ -50,66 +60,98 @@ def cmd_tail(args) -> int:
     return _tail(args, _client(args))
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+HELP = argparse.ArgumentDefaultsHelpFormatter
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("flight-paimon")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flight_cli", description="flight-paimon: push tables and Paimon tables over Arrow Flight")
-    parser.add_argument("--log-level", default="info")
+    parser = argparse.ArgumentParser(prog="flight_cli", formatter_class=HELP,
+                                     description="flight-paimon: push tables and Paimon tables over Arrow Flight")
+    parser.add_argument("--version", action="version", version=f"flight_cli {_version()}")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="log level, on stderr")
+    # Also after the command (`flight_cli list --log-level debug`); SUPPRESS keeps the global value.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help="log level, on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("serve", help="run the server")
-    p.add_argument("--warehouse", default="./warehouse")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8815, help="0 picks a free port")
-    p.add_argument("--advertise", action="append", help="URI put in FlightInfo endpoints (repeatable)")
+    def command(name: str, text: str, func):
+        p = sub.add_parser(name, help=text, description=text, parents=[common], formatter_class=HELP)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("serve", "run the server (FLIGHT_PAIMON_TICKET_KEY: the ticket key servers of one warehouse share)",
+                cmd_serve)
+    p.add_argument("--warehouse", default="./warehouse", help="Paimon warehouse directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8815, help="port to listen on; 0 picks a free port")
+    p.add_argument("--advertise", action="append", help="URI put in FlightInfo endpoints (repeatable; default: the listen URI)")
     p.add_argument("--shutdown-timeout", type=float, default=5.0,
-                   help="seconds SIGTERM/SIGINT wait for calls to end before the process exits anyway (default 5)")
-    p.set_defaults(func=cmd_serve)
+                   help="seconds SIGTERM/SIGINT wait for calls to end before the process exits anyway")
 
     def client_args(p):
-        p.add_argument("--uri", default=os.environ.get("FLIGHT_PAIMON_URI", DEFAULT_URI))
+        p.add_argument("--uri", default=os.environ.get("FLIGHT_PAIMON_URI", DEFAULT_URI),
+                       help="server URI (environment: FLIGHT_PAIMON_URI)")
         p.add_argument("--timeout", type=float, default=30.0, help="seconds per unary call")
 
-    p = sub.add_parser("register", help="register a push table")
-    p.add_argument("name")
-    p.add_argument("--schema", required=True, help='e.g. "id:int64,name:string,ts:timestamp[us]"')
-    p.add_argument("--capacity", type=int, default=16)
-    p.add_argument("--partitions", type=int, default=1)
-    p.add_argument("--writers", type=int, default=1, help="producer streams per partition (default 1)")
+    p = command("register", "register a push table", cmd_register)
+    p.add_argument("name", help="push table name")
+    p.add_argument("--schema", required=True, help='columns, e.g. "id:int64!,name:string,ts:timestamp[us]" (! = not null)')
+    p.add_argument("--capacity", type=int, default=16, help="batches a partition holds before producers wait")
+    p.add_argument("--partitions", type=int, default=1, help="partitions (one endpoint each)")
+    p.add_argument("--writers", type=int, default=1, help="producer streams per partition")
     p.add_argument("--end-marker", choices=["required", "optional"], default="required",
                    help="optional: a stream that half-closes without {\"end\": N} ends cleanly too "
                         "(unsafe: a crashed producer looks the same); for plain Flight clients")
     p.add_argument("--idle-timeout-s", type=float,
-                   help="fail a partition whose producers send nothing for this long (default: never)")
+                   help="fail a partition whose producers send nothing for this many seconds (unset: never)")
     client_args(p)
-    p.set_defaults(func=cmd_register)
 
-    p = sub.add_parser("tail", help="print rows of push:NAME or of Paimon table DB.TABLE as they arrive")
-    p.add_argument("target", help="push:NAME or DB.TABLE")
+    p = command("drop", "drop a push table: its blocked writers and readers get an error", cmd_drop)
+    p.add_argument("name", help="push table name")
+    client_args(p)
+
+    p = command("tail", "print rows of push:NAME or of Paimon table DB.TABLE as they arrive", cmd_tail)
+    p.add_argument("target", help="push:NAME, DB.TABLE or paimon:DB.TABLE")
     p.add_argument("--from", dest="start", default="latest",
-                   help="Paimon start: latest | latest-full | earliest | snapshot:N (default latest)")
-    p.add_argument("--consumer-id", help="Paimon consumer id: resume where it stopped")
+                   help="Paimon start: latest | latest-full | earliest | snapshot:N")
+    p.add_argument("--consumer-id", help="Paimon consumer id: resume where it stopped, commit after printing")
     p.add_argument("--poll-interval-ms", type=int, default=100, help="Paimon snapshot poll interval")
-    p.add_argument("--format", choices=["table", "jsonl"], default="table")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--format", choices=["table", "jsonl"], default="table", help="output format")
+    p.add_argument("--limit", type=int, help="stop after this many rows")
     client_args(p)
-    p.set_defaults(func=cmd_tail)
 
-    for name, func, text in (("list", cmd_list, "list tables"), ("stats", cmd_stats, "per-table statistics")):
-        p = sub.add_parser(name, help=text)
-        if name == "stats":
-            p.add_argument("name", nargs="?")
-        client_args(p)
-        p.set_defaults(func=func)
+    p = command("list", "list push tables and Paimon tables", cmd_list)
+    p.add_argument("prefix", nargs="?", default="", help="only names that start with this")
+    client_args(p)
+    p = command("stats", "per push table and partition: state, reader, queue, rows", cmd_stats)
+    p.add_argument("name", nargs="?", help="one push table (default: all)")
+    client_args(p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     fp_logging.configure(args.log_level)
+    where = f"flight_cli {args.command}"
     try:
         return args.func(args)
+    except CliError as e:
+        print(f"{where}: {e}", file=sys.stderr)
+        return 2
+    except flight.FlightUnavailableError as e:
+        print(f"{where}: cannot reach a flight-paimon server at {getattr(args, 'uri', '?')}: is "
+              f"`flight_cli serve` running there? ({error_message(e)})", file=sys.stderr)
+        return 1
     except flight.FlightError as e:
-        print(f"flight_cli {args.command}: {error_message(e)}", file=sys.stderr)
+        print(f"{where}: {error_message(e)}", file=sys.stderr)
         return 1
     except (KeyError, ValueError, pa.ArrowException) as e:
-        print(f"flight_cli {args.command}: {error_message(e)}", file=sys.stderr)
+        print(f"{where}: {error_message(e)}", file=sys.stderr)
         return 2

@@ -4,14 +4,35 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 
+import pyarrow as pa
 import structlog
 
+from flight_server.cli import CliError
 from flight_server.wire import allocator
 
 log = structlog.get_logger("flight_cli")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """A port in use is one clear line here, before gRPC logs its own and pyarrow says only
+    "Server did not start properly"."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise CliError(f"--host {host!r} does not resolve ({e.strerror}).") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(address)
+        except OSError as e:
+            raise CliError(f"cannot listen on {host}:{port}: {e.strerror}; is another server running "
+                           "there? Pick another --port (0 picks a free one).") from None
 
 
 def cmd_serve(args) -> int:
@@ -22,10 +43,14 @@ def cmd_serve(args) -> int:
     # while gRPC threads were busy in Python, e.g. a polling follow, so SIGTERM was ignored).
     signals = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    os.makedirs(args.warehouse, exist_ok=True)
     key = os.environ.get("FLIGHT_PAIMON_TICKET_KEY", "").encode() or None
-    server = FlightPaimonServer(f"grpc://{args.host}:{args.port}", advertise=args.advertise,
-                                ticket_key=key, warehouse=args.warehouse)
+    _check_port_free(args.host, args.port)
+    try:
+        server = FlightPaimonServer(f"grpc://{args.host}:{args.port}", advertise=args.advertise,
+                                    ticket_key=key, warehouse=args.warehouse)
+    except pa.ArrowException as e:
+        raise CliError(f"the server did not start on {args.host}:{args.port} ({e}).") from None
+    os.makedirs(args.warehouse, exist_ok=True)  # only once the server listens: a failed start creates nothing
     thread = threading.Thread(target=server.serve, name="flight-serve", daemon=True)
     thread.start()
     print(f"flight-paimon serving {server.uri} (warehouse {os.path.abspath(args.warehouse)})", flush=True)

@@ -15,6 +15,7 @@ import time
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from flight_server.cli import CliError
 from flight_server.wire import allocator, names
 from producers.client import Client, FollowProgress, error_message
 
@@ -53,17 +54,21 @@ class _Printer:
 
 def cmd_tail(args, client: Client) -> int:
     allocator.reuse_batch_buffers()
-    if args.target.startswith("push:"):
-        info = client.info(args.target[len("push:"):])
-    elif args.target.count(".") == 1:
-        cmd = {names.TABLE: args.target, names.FOLLOW: True, names.START: args.start,
+    table = args.target.removeprefix(names.PAIMON + ":")
+    if args.target.startswith(names.PUSH + ":"):
+        if args.consumer_id or args.start != "latest":
+            raise CliError("--consumer-id and --from are for Paimon tables (DB.TABLE); a push table is "
+                           "read as its producers push.")
+        info = client.info(args.target[len(names.PUSH) + 1:])
+    elif table.count(".") == 1:
+        cmd = {names.TABLE: table, names.FOLLOW: True, names.START: args.start,
                names.POLL_INTERVAL_MS: args.poll_interval_ms}
         if args.consumer_id:
             cmd[names.CONSUMER_ID] = args.consumer_id
         info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
                                               options=client.options())
     else:
-        raise SystemExit(f"flight_cli tail: target {args.target!r} is neither push:NAME nor DB.TABLE.")
+        raise CliError(f"target {args.target!r} is neither push:NAME nor DB.TABLE (or paimon:DB.TABLE).")
     printer = _Printer(args.format, args.limit)
     progress = FollowProgress(len(info.endpoints))
     results: queue.Queue = queue.Queue(maxsize=8)
@@ -98,7 +103,7 @@ def cmd_tail(args, client: Client) -> int:
             # Printed first, committed after: a crash repeats at most what was not committed.
             nxt = progress.update(i, metadata)
             if nxt is not None and args.consumer_id:
-                client.action(names.CONSUMER_COMMIT, {names.TABLE: args.target,
+                client.action(names.CONSUMER_COMMIT, {names.TABLE: table,
                                                       names.CONSUMER_ID: args.consumer_id, "next_snapshot": nxt})
     except KeyboardInterrupt:
         status = 130

@@ -102,6 +102,9 @@ class PaimonSource:
                                     list(table.primary_keys), list(table.partition_keys)))
         return out
 
+    def schema(self, req: PaimonRequest) -> pa.Schema:
+        return Scope(self.table(req.table), req).schema
+
     def plan(self, req: PaimonRequest) -> ReadPlan:
         scope = Scope(self.table(req.table), req)
         buckets = compat.fixed_buckets(scope.table)

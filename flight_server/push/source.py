@@ -30,6 +30,12 @@ class PushSource:
 
     # -- reading -------------------------------------------------------------------------
 
+    def schema(self, request: PushTarget | ReplayRange) -> pa.Schema:
+        table = self.registry.get(request.name)
+        if request.partition is not None:
+            table.partition(request.partition)
+        return table.schema
+
     def plan(self, request: PushTarget | ReplayRange) -> ReadPlan:
         """One drain endpoint per partition (or the one named), or the endpoint of a replay range."""
         table = self.registry.get(request.name)
