@@ -25,7 +25,7 @@ from flight_server.tickets import (
 )
 from flight_server.wire import messages, names
 from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound
-from flight_server.wire.requests import PaimonRequest, ReplayRange, parse_path
+from flight_server.wire.requests import PaimonRequest, PushView, ReplayRange, parse_path
 
 log = structlog.get_logger(__name__)
 
@@ -122,7 +122,7 @@ class FlightPaimonServer(flight.FlightServerBase):
             return self.pushed, parse_push_path(descriptor.path)
         cmd = parse_json_object(descriptor.command, "descriptor command")
         if names.PUSH in cmd:
-            return self.pushed, ReplayRange.from_json(cmd)
+            return self.pushed, PushView.from_json(cmd) if names.VIEW in cmd else ReplayRange.from_json(cmd)
         if names.TABLE in cmd:
             return self.paimon, PaimonRequest.from_json(cmd)
         raise InvalidRequest(

@@ -35,13 +35,14 @@ class PushTarget:
 
 @dataclass(frozen=True)
 class PushTicket:
-    """One push partition: drained once (`start` is None) or the replayable range [start, end)."""
+    """One push partition: drained once, the replayable range [start, end), or a viewer's window."""
 
     name: str
     uid: str  # tells this table from an earlier one of the same name
     partition: int
     start: int | None = None
     end: int | None = None
+    view: str | None = None  # a viewer's ticket: "earliest" or "latest"; never consumes
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,11 @@ def _from_payload(payload) -> Ticket:
         start, end = _check(payload.get("start"), "int", "start", True), _check(payload.get("end"), "int", "end", True)
         if (start is None) != (end is None) or (start is not None and end < start):
             raise InvalidRequest(_MALFORMED.format(f"range [{start}, {end})"))
+        view = payload.get("view")
+        if view not in (None, *names.VIEW_STARTS) or (view is not None and start is not None):
+            raise InvalidRequest(_MALFORMED.format(f"view {view!r}"))
         return PushTicket(_check(payload.get("name"), "str", "name"), _check(payload.get("uid"), "str", "uid"),
-                          _check(payload.get("partition"), "int", "partition"), start, end)
+                          _check(payload.get("partition"), "int", "partition"), start, end, view)
     if kind == names.PAIMON:
         request = PaimonRequest.from_json(payload.get("request"))
         mode = payload.get("mode")

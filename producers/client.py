@@ -98,6 +98,13 @@ class Client:
         descriptor = flight.FlightDescriptor.for_path(*names.push_path(name, partition))
         return self.flight.get_flight_info(descriptor, options=self.options())
 
+    def view_info(self, name: str, start: str = "latest", partition: int | None = None) -> flight.FlightInfo:
+        """Endpoints of a viewer: what the partitions are sent from `start` ("earliest" or "latest"),
+        without consuming, committing or failing anything (flight_cli tail reads these)."""
+        cmd = names.view_command(name, start, partition)
+        return self.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
+                                           options=self.options())
+
     def replay_info(self, name: str, partition: int, start: int, end: int) -> flight.FlightInfo:
         cmd = names.replay_command(name, partition, start, end)
         return self.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),

@@ -52,12 +52,13 @@ def demo_push(uri: str, batches: int) -> None:
     print(f"flowed {rows:,} rows, {nbytes / 2**20:,.0f} MiB in {elapsed:.2f} s: "
           f"{nbytes / 2**20 / elapsed:,.0f} MiB/s, {rows / elapsed:,.0f} rows/s (includes producer start-up)")
 
-    section("push table: flight_cli register, an example producer, flight_cli tail")
+    section("push table: flight_cli register, an example producer, flight_cli tail (a viewer: it consumes nothing)")
     print(run(sys.executable, "-m", "flight_server.cli", "register", "demo_small",
               "--schema", "id:int64,name:string,ts:timestamp[us]", "--uri", uri).strip())
     producer = subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_small", "--uri", uri,
                                  "--batches", "3", "--rows", "2", "--rate", "5"], stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT)
-    print(run(sys.executable, "-m", "flight_server.cli", "tail", "push:demo_small", "--uri", uri), end="")
+    print(run(sys.executable, "-m", "flight_server.cli", "tail", "push:demo_small", "--from", "earliest",
+              "--uri", uri), end="")
     producer.wait(30)
 
     section("push table: a producer that dies never looks finished (no end marker -> the reader gets an error)")

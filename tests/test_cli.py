@@ -10,7 +10,8 @@ import pyarrow.flight as flight
 import pytest
 
 from producers.examples.counter import SCHEMA
-from tests.conftest import ROOT, child_env
+from producers import Client
+from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Warehouse, rows
 
 
@@ -19,28 +20,41 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
                           timeout=timeout, env=child_env(), cwd=ROOT)
 
 
+def tail_process(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
+
+
+def viewers(client: Client, name: str) -> int:
+    return client.stats(name)["push"][name]["partitions"]["0"]["viewers"]
+
+
 def test_serve_register_produce_tail_list_stats(server_process):
     uri = server_process.uri
     reg = cli("register", "orders", "--schema", "id:int64,name:string,ts:timestamp[us]", "--capacity", "4", "--uri", uri)
     assert reg.returncode == 0, reg.stderr
     assert json.loads(reg.stdout) == {"name": "orders", "partitions": 1, "capacity": 4}
-
+    client = Client(uri)
+    tail = tail_process("push:orders", "--format", "jsonl", "--uri", uri)
+    wait_for(lambda: viewers(client, "orders") == 1, "the tail to attach as a viewer")
     producer = subprocess.Popen(
         [sys.executable, "-m", "producers.examples.counter", "orders", "--uri", uri, "--batches", "6", "--rows", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
-    tail = cli("tail", "push:orders", "--format", "jsonl", "--uri", uri)
+    consumed = [r for b in client.read_endpoint(client.info("orders").endpoints[0], timeout=30)
+                for r in b.column("id").to_pylist()]  # the real consumer
     assert producer.wait(30) == 0, producer.stderr.read()
-    assert tail.returncode == 0, tail.stderr
-    rows = [json.loads(line) for line in tail.stdout.splitlines()]
-    assert [r["id"] for r in rows] == list(range(12))
-    assert rows[3]["name"] == "row-3"
-    assert "12 rows" in tail.stderr
+    out, err = tail.communicate(timeout=30)
+    assert tail.returncode == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert consumed == [r["id"] for r in rows] == list(range(12))  # the viewer saw what passed
+    assert rows[3] == {"id": 3, "name": "row-3", "ts": rows[3]["ts"], "_partition": 0, "_seq": 1}
+    assert "12 rows" in err
 
     listing = cli("list", "--uri", uri)
     assert listing.returncode == 0 and "push/orders" in listing.stdout and "id:int64" in listing.stdout
     stats = json.loads(cli("stats", "orders", "--uri", uri).stdout)
     part = stats["push"]["orders"]["partitions"]["0"]
-    assert (part["state"], part["rows_in"], part["rows_out"]) == ("eof", 12, 12)
+    assert (part["state"], part["rows_in"], part["rows_out"], part["viewers"]) == ("eof", 12, 12, 0)
 
 
 def test_tail_limit_and_table_format(server_process):
@@ -50,11 +64,12 @@ def test_tail_limit_and_table_format(server_process):
         [sys.executable, "-m", "producers.examples.counter", "t", "--uri", uri, "--batches", "1000", "--rate", "100"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
     try:
-        tail = cli("tail", "push:t", "--limit", "7", "--uri", uri)
+        tail = cli("tail", "push:t", "--from", "earliest", "--limit", "7", "--uri", uri)
         assert tail.returncode == 0, tail.stderr
         lines = tail.stdout.splitlines()
-        assert lines[0].split(" | ") == ["id", "name", "ts"]
+        assert lines[0].split(" | ") == ["id", "name", "ts", "_partition", "_seq"]
         assert [int(line.split(" | ")[0]) for line in lines[1:]] == list(range(7))
+        assert producer.poll() is None  # the viewer's end changed nothing for the producer
     finally:
         producer.kill()
         producer.wait(10)
@@ -72,7 +87,7 @@ def test_cli_user_mistakes_are_one_line_that_says_what_to_do(server_process, tmp
     cases = [
         (["list", "--uri", "127.0.0.1:8815"], 2, "has no scheme; use grpc://127.0.0.1:8815"),
         (["stats", "--uri", "grpc://127.0.0.1:1"], 1, "is `flight_cli serve` running there?"),
-        (["tail", "push:t", "--consumer-id", "c", "--uri", server_process.uri], 2, "are for Paimon tables"),
+        (["tail", "push:t", "--consumer-id", "c", "--uri", server_process.uri], 2, "is for Paimon tables"),
         (["tail", "nodots", "--uri", server_process.uri], 2, "is neither push:NAME nor DB.TABLE"),
         (["drop", "ghost", "--uri", server_process.uri], 2, "'ghost' is not registered"),
         (["serve", "--port", server_process.uri.rsplit(":", 1)[1], "--warehouse", str(tmp_path / "never")], 2,

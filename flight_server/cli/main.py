@@ -120,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("tail", "print rows of push:NAME or of Paimon table DB.TABLE as they arrive", cmd_tail)
     p.add_argument("target", help="push:NAME, DB.TABLE or paimon:DB.TABLE")
     p.add_argument("--from", dest="start", default="latest",
-                   help="Paimon start: latest | latest-full | earliest | snapshot:N")
+                   help="Paimon: latest | latest-full | earliest | snapshot:N; push: latest | earliest "
+                        "(the batches the partition still holds)")
+    p.add_argument("--partition", type=int, help="push: view only this partition (default: all)")
     p.add_argument("--consumer-id", help="Paimon consumer id: resume where it stopped, commit after printing")
     p.add_argument("--poll-interval-ms", type=int, default=100, help="Paimon snapshot poll interval")
     p.add_argument("--format", choices=["table", "jsonl"], default="table", help="output format")

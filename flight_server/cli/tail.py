@@ -1,12 +1,21 @@
 """`flight_cli tail`: print rows of a push table or a Paimon follow as they arrive.
 
-With `--consumer-id` on a Paimon table it commits the consumer's progress after printing, from the
-follow's `{"done": N}` marks: a crash repeats at most what was not committed and never skips.
+On a push table tail is a viewer: it reads the server's view of each partition (what is
+appended, from the oldest batch still held or from now), so it never consumes, commits or fails
+anything, and a producer never waits for it. On a Paimon table it follows; with `--consumer-id`
+it commits the consumer's progress after printing, from the follow's `{"done": N}` marks: a
+crash repeats at most what was not committed and never skips. Ctrl-C, `--limit` and a closed
+pipe end it quietly with exit code 0.
 """
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
 import json
+import math
+import os
 import queue
 import sys
 import threading
@@ -16,67 +25,113 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.cli import CliError
-from flight_server.wire import allocator, names
+from flight_server.wire import allocator, messages, names
 from producers.client import Client, FollowProgress, error_message
 
 
+def json_value(value):
+    """A value as strict JSON: ISO-8601 times, null for NaN and infinities, base64 bytes, exact decimals."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return value
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "NULL"
+    text = value if isinstance(value, str) else json.dumps(json_value(value), ensure_ascii=False)
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
 class _Printer:
-    """Prints rows as they arrive and a live rate on stderr."""
+    """Prints rows as they arrive; a current rate on stderr when it is a terminal."""
 
     def __init__(self, fmt: str, limit: int | None):
         self.fmt, self.limit = fmt, limit
         self.rows = 0
-        self.start = self.last_rate = time.monotonic()
+        self.start = time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self._window = (self.start, 0)  # (since, rows) of the rate shown
         self.header_done = False
 
-    def batch(self, batch: pa.RecordBatch) -> bool:
+    def batch(self, batch: pa.RecordBatch, extra: dict) -> bool:
         """Print `batch`; return False once the limit is reached."""
         rows = batch.to_pylist()
         if self.limit is not None:
             rows = rows[: self.limit - self.rows]
         if self.fmt == "jsonl":
-            out = "\n".join(json.dumps(r, default=str) for r in rows)
+            out = "\n".join(json.dumps({**json_value(r), **extra}, allow_nan=False, ensure_ascii=False)
+                            for r in rows)
         else:
-            lines = [] if self.header_done else [" | ".join(batch.schema.names)]
+            lines = [] if self.header_done else [" | ".join(batch.schema.names + list(extra))]
             self.header_done = True
-            lines += [" | ".join("NULL" if v is None else str(v) for v in r.values()) for r in rows]
+            lines += [" | ".join([_cell(v) for v in r.values()] + [str(v) for v in extra.values()]) for r in rows]
             out = "\n".join(lines)
         if out:
             print(out, flush=True)
         self.rows += len(rows)
-        now = time.monotonic()
-        if now - self.last_rate >= 1.0:
-            self.last_rate = now
-            print(f"\r{self.rows} rows, {self.rows / (now - self.start):,.0f} rows/s", end="",
-                  file=sys.stderr, flush=True)
+        self._rate()
         return self.limit is None or self.rows < self.limit
+
+    def _rate(self) -> None:
+        since, rows = self._window
+        now = time.monotonic()
+        if self.tty and now - since >= 1.0:
+            print(f"\r\033[K{(self.rows - rows) / (now - since):,.0f} rows/s, {self.rows} rows",
+                  end="", file=sys.stderr, flush=True)
+            self._window = (now, self.rows)
+
+
+def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | None]:
+    """The endpoints to read, what each one's rows are labelled with, and the Paimon table (if any)."""
+    if args.target.startswith(names.PUSH + ":"):
+        if args.consumer_id:
+            raise CliError("--consumer-id is for Paimon tables (DB.TABLE); a viewer of a push table records nothing.")
+        if args.start not in names.VIEW_STARTS:
+            raise CliError(f"--from {args.start!r}: a push table is viewed from 'earliest' (the batches still "
+                           "held) or 'latest' (new ones only).")
+        name = args.target[len(names.PUSH) + 1:]
+        info = client.view_info(name, args.start, args.partition)
+        partitions = [args.partition] if args.partition is not None else list(range(len(info.endpoints)))
+        return info, [{"_partition": p} for p in partitions], None
+    table = args.target.removeprefix(names.PAIMON + ":")
+    if table.count(".") != 1:
+        raise CliError(f"target {args.target!r} is neither push:NAME nor DB.TABLE (or paimon:DB.TABLE).")
+    if args.partition is not None:
+        raise CliError("--partition is for push tables; a Paimon follow reads every bucket.")
+    cmd = {names.TABLE: table, names.FOLLOW: True, names.START: args.start,
+           names.POLL_INTERVAL_MS: args.poll_interval_ms}
+    if args.consumer_id:
+        cmd[names.CONSUMER_ID] = args.consumer_id
+    info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)), options=client.options())
+    return info, [{} for _ in info.endpoints], table
 
 
 def cmd_tail(args, client: Client) -> int:
     allocator.reuse_batch_buffers()
-    table = args.target.removeprefix(names.PAIMON + ":")
-    if args.target.startswith(names.PUSH + ":"):
-        if args.consumer_id or args.start != "latest":
-            raise CliError("--consumer-id and --from are for Paimon tables (DB.TABLE); a push table is "
-                           "read as its producers push.")
-        info = client.info(args.target[len(names.PUSH) + 1:])
-    elif table.count(".") == 1:
-        cmd = {names.TABLE: table, names.FOLLOW: True, names.START: args.start,
-               names.POLL_INTERVAL_MS: args.poll_interval_ms}
-        if args.consumer_id:
-            cmd[names.CONSUMER_ID] = args.consumer_id
-        info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
-                                              options=client.options())
-    else:
-        raise CliError(f"target {args.target!r} is neither push:NAME nor DB.TABLE (or paimon:DB.TABLE).")
+    info, labels, table = _plan(args, client)
     printer = _Printer(args.format, args.limit)
     progress = FollowProgress(len(info.endpoints))
     results: queue.Queue = queue.Queue(maxsize=8)
     done = object()
+    readers = []
 
     def pull(i: int, endpoint):
         try:
             reader = client.flight.do_get(endpoint.ticket, options=client.options(None))
+            readers.append(reader)
             for chunk in reader:
                 results.put((i, chunk.data, chunk.app_metadata))
         except Exception as e:  # noqa: BLE001 - every failure is printed and sets the exit status
@@ -98,15 +153,27 @@ def cmd_tail(args, client: Client) -> int:
                 status = 1
                 break
             i, batch, metadata = item
-            if batch.num_rows and not printer.batch(batch):
+            mark = messages.read_mark(metadata)
+            extra = dict(labels[i])
+            if mark.seq is not None:
+                extra["_seq"] = mark.seq
+            if mark.snapshot is not None:
+                extra["_snapshot"] = mark.snapshot
+            if batch.num_rows and not printer.batch(batch, extra):
                 break
             # Printed first, committed after: a crash repeats at most what was not committed.
             nxt = progress.update(i, metadata)
             if nxt is not None and args.consumer_id:
-                client.action(names.CONSUMER_COMMIT, {names.TABLE: table,
-                                                      names.CONSUMER_ID: args.consumer_id, "next_snapshot": nxt})
+                client.action(names.CONSUMER_COMMIT, {names.TABLE: table, names.CONSUMER_ID: args.consumer_id,
+                                                      "next_snapshot": nxt})
     except KeyboardInterrupt:
-        status = 130
+        pass  # Ctrl-C is how a viewer ends
+    except BrokenPipeError:
+        # `tail | head`: the reader of our output is gone. Point stdout at /dev/null so the final
+        # flush at exit does not raise again, and end quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    for reader in readers:
+        reader.cancel()
     elapsed = time.monotonic() - printer.start
-    print(f"\n{printer.rows} rows in {elapsed:.2f}s", file=sys.stderr)
+    print(f"{chr(10) if printer.tty else ''}{printer.rows} rows in {elapsed:.2f}s", file=sys.stderr)
     return status

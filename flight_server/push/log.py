@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from flight_server.push.view import PartitionView
 from flight_server.wire.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
 
 POLL_S = 0.05
@@ -48,6 +49,7 @@ class PartitionStats:
     writers_done: int
     writers: int
     reader: str | None
+    viewers: int
     consumed: bool
     error: str | None
 
@@ -73,6 +75,7 @@ class PartitionLog:
         self._reader: str | None = None
         self._consumed = False
         self._last_activity = time.monotonic()
+        self._views: list[PartitionView] = []  # viewers (flight_cli tail): offered each append
         self._queued_bytes = 0
         self._rows_in = 0
         self._rows_out = 0
@@ -133,6 +136,8 @@ class PartitionLog:
             self._queued_bytes += batch.nbytes
             self._rows_in += batch.num_rows
             self._last_activity = time.monotonic()
+            for view in self._views:
+                view.offer(seq, batch)
             self._cond.notify_all()
             return seq
 
@@ -144,6 +149,8 @@ class PartitionLog:
             self._writers_done += 1
             if self._writers_done >= self.writers:
                 self._state = EOF
+                for view in self._views:
+                    view.end()
                 self._cond.notify_all()
             return self._state == EOF
 
@@ -158,6 +165,8 @@ class PartitionLog:
         self._state = FAILED
         self._error = message
         self._error_cls = error_cls
+        for view in self._views:
+            view.end(error_cls(f"{self.label} failed: {message}"))
         self._cond.notify_all()
 
     def _raise_unless_open(self) -> None:
@@ -264,6 +273,24 @@ class PartitionLog:
                     raise Cancelled(f"consumer cancelled the read of {self.label}")
                 self._cond.wait(POLL_S)
 
+    def view(self, from_earliest: bool) -> PartitionView:
+        """A viewer's window: from the oldest batch still held (`from_earliest`) or from the next
+        one appended. Close it with `unview`. Changes nothing a producer or reader sees."""
+        with self._cond:
+            held = list(zip(range(self._committed, self._next_seq), self._batches)) if from_earliest else []
+            view = PartitionView(self.label, max(self.capacity, 16), held)
+            if self._state == EOF:
+                view.end()
+            elif self._state == FAILED:
+                view.end(self._error_cls(f"{self.label} failed: {self._error}"))
+            self._views.append(view)
+            return view
+
+    def unview(self, view: PartitionView) -> None:
+        with self._cond:
+            if view in self._views:
+                self._views.remove(view)
+
     def commit(self, upto: int) -> None:
         """Free every batch below `upto` that a replay reader was sent. Committing backwards is a no-op."""
         with self._cond:
@@ -311,6 +338,7 @@ class PartitionLog:
                 writers_done=self._writers_done,
                 writers=self.writers,
                 reader=self._reader,
+                viewers=len(self._views),
                 consumed=self._consumed,
                 error=self._error,
             )

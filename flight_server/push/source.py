@@ -17,7 +17,7 @@ from flight_server.source import Items, ReadPlan
 from flight_server.tickets import PushTarget, PushTicket
 from flight_server.wire import messages
 from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed
-from flight_server.wire.requests import ReplayRange
+from flight_server.wire.requests import PushView, ReplayRange
 
 Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
 
@@ -30,21 +30,22 @@ class PushSource:
 
     # -- reading -------------------------------------------------------------------------
 
-    def schema(self, request: PushTarget | ReplayRange) -> pa.Schema:
+    def schema(self, request: PushTarget | ReplayRange | PushView) -> pa.Schema:
         table = self.registry.get(request.name)
         if request.partition is not None:
             table.partition(request.partition)
         return table.schema
 
-    def plan(self, request: PushTarget | ReplayRange) -> ReadPlan:
-        """One drain endpoint per partition (or the one named), or the endpoint of a replay range."""
+    def plan(self, request: PushTarget | ReplayRange | PushView) -> ReadPlan:
+        """One drain (or view) endpoint per partition or the one named, or a replay range's endpoint."""
         table = self.registry.get(request.name)
         if request.partition is not None:
             table.partition(request.partition)  # raises NotFound for a partition it lacks
         if isinstance(request, ReplayRange):
             return ReadPlan(table.schema, [PushTicket(table.name, table.uid, request.partition, request.start, request.end)])
         parts = range(len(table.partitions)) if request.partition is None else [request.partition]
-        return ReadPlan(table.schema, [PushTicket(table.name, table.uid, p) for p in parts])
+        view = request.start if isinstance(request, PushView) else None
+        return ReadPlan(table.schema, [PushTicket(table.name, table.uid, p, view=view) for p in parts])
 
     def open(self, ticket: PushTicket, cancelled: Callable[[], bool]) -> tuple[pa.Schema, Items]:
         table = self.registry.get(ticket.name)
@@ -54,6 +55,8 @@ class PushSource:
                 "get a fresh ticket from get_flight_info."
             )
         part = table.partition(ticket.partition)
+        if ticket.view is not None:
+            return table.schema, _viewed(part, part.view(ticket.view == "earliest"), cancelled)
         if ticket.start is None:
             batches = part.drain(cancelled)
         else:
@@ -90,6 +93,14 @@ def _without_metadata(batches: Iterator[pa.RecordBatch]) -> Items:
             yield batch, None
     finally:
         batches.close()  # a drain closed early fails its partition: the consumer went away
+
+
+def _viewed(part: PartitionLog, view, cancelled) -> Items:
+    try:
+        for seq, batch in view.stream(cancelled):
+            yield batch, messages.ack(seq)
+    finally:
+        part.unview(view)  # a viewer that goes away changes nothing else
 
 
 def _put_partition(table: PushTable, target: PushTarget) -> int:

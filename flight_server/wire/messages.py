@@ -5,6 +5,8 @@ Producer -> server on a do_put stream:
   `{"error": TEXT}` the producer failed: the partition fails with TEXT (a batch it rides on is dropped)
 Server -> producer:
   `{"seq": N}`      batch N of the partition was appended
+Server -> viewer of a push partition (its do_get stream):
+  `{"seq": N}`      the batch is batch N of the partition (a gap means the viewer fell behind)
 Server -> reader on a Paimon do_get stream:
   `{"snapshot": N}` the batch's rows were committed by snapshot N
   `{"done": N}`     (on a zero-row batch, follow reads) every row of snapshots <= N this endpoint
@@ -83,13 +85,15 @@ def read_producer_message(buf) -> ProducerMessage | None:
 
 @dataclass(frozen=True)
 class ReadMark:
-    """What a reader learns from a batch's app_metadata: its snapshot, or a follow's progress."""
+    """What a reader learns from a batch's app_metadata: its snapshot, a follow's progress, or
+    (a viewer of a push partition) its sequence number."""
 
     snapshot: int | None = None
     done: int | None = None
+    seq: int | None = None
 
 
 def read_mark(buf) -> ReadMark:
     value = _object(buf) or {}
-    snapshot, done = value.get(SNAPSHOT), value.get(DONE)
-    return ReadMark(snapshot if isinstance(snapshot, int) else None, done if isinstance(done, int) else None)
+    ints = [value.get(k) for k in (SNAPSHOT, DONE, SEQ)]
+    return ReadMark(*(v if isinstance(v, int) and not isinstance(v, bool) else None for v in ints))

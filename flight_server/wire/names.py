@@ -16,8 +16,9 @@ COLUMNS, FILTER, BUCKETS, CHANGELOG = "columns", "filter", "buckets", "changelog
 PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS,
                COLUMNS, FILTER, BUCKETS, CHANGELOG)
 
-# Keys of a replay-range command of a push partition.
+# Keys of a replay-range command of a push partition, and of a viewer's command.
 PARTITION, RANGE_START, RANGE_END = "partition", "start", "end"
+VIEW, VIEW_STARTS = "view", ("earliest", "latest")
 
 
 def is_utf8(text: str) -> bool:
@@ -37,6 +38,14 @@ def push_path(name: str, partition: int | None = None) -> list[str]:
 def paimon_path(table: str) -> list[str]:
     """`["paimon", "DB.TABLE"]`."""
     return [PAIMON, table]
+
+
+def view_command(name: str, start: str = "latest", partition: int | None = None) -> dict:
+    """A viewer of a push table (or one partition): what passes from `start`, never consuming it."""
+    cmd = {PUSH: name, VIEW: start}
+    if partition is not None:
+        cmd[PARTITION] = partition
+    return cmd
 
 
 def replay_command(name: str, partition: int, start: int, end: int) -> dict:

@@ -94,6 +94,33 @@ class ReplayRange:
         return ReplayRange(name, p, start, end)
 
 
+@dataclass(frozen=True)
+class PushView:
+    """A viewer of a push table or one partition: what is appended from `start` ("earliest": the
+    batches still held, "latest": only new ones), never consumed, committed or failed."""
+
+    name: str
+    partition: int | None
+    start: str = "latest"
+
+    def to_json(self) -> dict:
+        return names.view_command(self.name, self.start, self.partition)
+
+    @staticmethod
+    def from_json(cmd: dict) -> PushView:
+        name, start, p = cmd.get(names.PUSH), cmd.get(names.VIEW), cmd.get(names.PARTITION)
+        if not isinstance(name, str):
+            raise InvalidRequest(f"A view of a push table needs its name in 'push', got {name!r}.")
+        if start not in names.VIEW_STARTS:
+            raise InvalidRequest(f"A view of push table {name!r}: 'view' must be 'earliest' or 'latest', got {start!r}.")
+        if p is not None and (isinstance(p, bool) or not isinstance(p, int) or p < 0):
+            raise InvalidRequest(f"A view of push table {name!r}: 'partition' must be an integer >= 0, got {p!r}.")
+        unknown = sorted(set(cmd) - {names.PUSH, names.VIEW, names.PARTITION})
+        if unknown:
+            raise InvalidRequest(f"A view of push table {name!r} takes no key {unknown[0]!r}.")
+        return PushView(name, p, start)
+
+
 def _int(cmd: dict, key: str, table: str, minimum: int) -> int | None:
     value = cmd.get(key)
     if value is None:

@@ -1,0 +1,120 @@
+"""`flight_cli tail push:NAME` is a viewer: however it ends, the producer and the real consumer never notice."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import threading
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from producers import Client
+from producers.examples.counter import SCHEMA, make_batch
+from tests.conftest import ROOT, child_env, wait_for
+
+
+def tail(uri: str, *args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", *args, "--uri", uri],
+                            env=child_env(), cwd=ROOT, text=True, **kwargs)
+
+
+def viewers(client: Client, name: str) -> int:
+    return client.stats(name)["push"][name]["partitions"]["0"]["viewers"]
+
+
+@pytest.mark.timeout(180)
+def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_consumer(server_process):
+    uri = server_process.uri
+    client = Client(uri, timeout=10)
+    client.register("t", SCHEMA, capacity=8)
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "producers.examples.counter", "t", "--uri", uri, "--batches", "1000", "--rows", "3",
+         "--rate", "400"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
+    consumed: list[int] = []
+    consumer = threading.Thread(target=lambda: consumed.extend(
+        i for b in client.read_endpoint(client.info("t").endpoints[0], timeout=120) for i in b.column("id").to_pylist()))
+    consumer.start()
+    errors = []
+
+    # 1. Started, then Ctrl-C (SIGINT) while rows flow.
+    first = tail(uri, "push:t", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert first.stdout.readline()  # the header: it is viewing
+    for _ in range(5):
+        assert first.stdout.readline()
+    first.send_signal(signal.SIGINT)
+    out, err = first.communicate(timeout=30)
+    errors.append(("ctrl-c", first.returncode, err))
+
+    # 2. --limit 5, from the batches still held.
+    limited = tail(uri, "push:t", "--from", "earliest", "--limit", "5", "--format", "jsonl",
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = limited.communicate(timeout=30)
+    errors.append(("limit", limited.returncode, err))
+    assert len(out.splitlines()) == 5
+
+    # 3. Piped into `head -3`, which closes the pipe.
+    piped = subprocess.run(f"{sys.executable} -m flight_server.cli tail push:t --format jsonl --uri {uri} | head -3",
+                           shell=True, capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
+    assert len(piped.stdout.splitlines()) == 3 and piped.returncode == 0
+    errors.append(("head", 0, piped.stderr))
+
+    assert producer.wait(60) == 0, producer.stderr.read()
+    consumer.join(60)
+    assert consumed == list(range(3000)), "the real consumer got every row, in order"
+    for what, code, err in errors:
+        assert code == 0 and "Traceback" not in err, (what, code, err)
+    part = client.stats("t")["push"]["t"]["partitions"]["0"]
+    assert (part["state"], part["viewers"], part["reader"]) == ("eof", 0, "drain")
+
+
+def test_a_viewer_sees_a_failure_after_what_came_before_and_exits_1(client):
+    client.register("f", SCHEMA)
+    view = tail(client.uri, "push:f", "--format", "jsonl", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: viewers(client, "f") == 1, "the viewer to attach")
+    sink = client.sink("f")
+    sink.write(make_batch(0, 2))
+    wait_for(lambda: client.stats("f")["push"]["f"]["partitions"]["0"]["next_seq"] == 1, "the batch to land")
+    sink.fail("sensor 4 is on fire")
+    out, err = view.communicate(timeout=30)
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [0, 1]
+    assert view.returncode == 1 and "sensor 4 is on fire" in err and "Traceback" not in err
+
+
+def test_jsonl_is_strict_json_that_equals_the_source_rows(client):
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("raw", pa.binary()),
+                        ("at", pa.timestamp("us", tz="UTC")), ("price", pa.decimal128(12, 3)),
+                        ("tags", pa.list_(pa.list_(pa.int32()))), ("text", pa.string())])
+    rows = [
+        {"id": 0, "x": math.nan, "raw": b"\x00\xff", "at": pa.scalar(1_700_000_000_123_456, pa.timestamp("us", tz="UTC")).as_py(),
+         "price": Decimal("12345.678"), "tags": [[1, None], []], "text": "zürich\t\"quoted\"\n✓"},
+        {"id": 1, "x": math.inf, "raw": None, "at": None, "price": None, "tags": None, "text": None},
+        {"id": 2, "x": -0.5, "raw": b"", "at": None, "price": Decimal("-0.001"), "tags": [[7]], "text": ""},
+    ]
+    batch = pa.RecordBatch.from_pylist(rows, schema=schema)
+    with client.register_streaming_table("j", schema) as sink:
+        sink.write(batch)
+    view = tail(client.uri, "push:j", "--from", "earliest", "--format", "jsonl",
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = view.communicate(timeout=30)
+    assert view.returncode == 0, err
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+
+    got = [strict(line) for line in out.splitlines()]
+    assert [(g.pop("_partition"), g.pop("_seq")) for g in got] == [(0, 0)] * 3
+    assert got[0] == {"id": 0, "x": None, "raw": "AP8=", "at": "2023-11-14T22:13:20.123456+00:00",
+                      "price": "12345.678", "tags": [[1, None], []], "text": "zürich\t\"quoted\"\n✓"}
+    assert got[1] == {"id": 1, "x": None, "raw": None, "at": None, "price": None, "tags": None, "text": None}
+    assert got[2]["x"] == -0.5 and got[2]["raw"] == "" and got[2]["price"] == "-0.001"
+    # Decoded back, the rows equal the source (bytes from base64, times from ISO-8601).
+    import base64
+    import datetime
+    assert base64.b64decode(got[0]["raw"]) == rows[0]["raw"]
+    assert datetime.datetime.fromisoformat(got[0]["at"]) == rows[0]["at"]
+    assert Decimal(got[0]["price"]) == rows[0]["price"]
