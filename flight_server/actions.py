@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +29,8 @@ DESCRIPTIONS = {
     'it has none. Body: {"table": "db.t", "consumer_id"}. Result: {"next_snapshot": N or null}.',
     names.CONSUMER_COMMIT: "Record that a Paimon consumer has read every snapshot before next_snapshot (Paimon "
     'keeps them from expiring). Body: {"table": "db.t", "consumer_id", "next_snapshot": N}. Result: {}.',
+    names.HEALTH: 'Whether the server serves: {"status": "serving" | "stopping", "push_tables", '
+    '"paimon_open_follows", "uptime_s"}. Body: {}.',
 }
 
 
@@ -37,6 +40,7 @@ class Registries:
 
     push: PushRegistry
     paimon: PaimonSource
+    started: float  # time.time() when the server started
 
 
 def _require(body: dict, key: str, action: str):
@@ -108,6 +112,13 @@ def consumer_commit(reg: Registries, body: dict) -> dict:
     return {}
 
 
+def health(reg: Registries, body: dict) -> dict:
+    """Answers while the server serves; a shutting-down server says so."""
+    return {"status": "serving" if reg.push.closing is None else "stopping",
+            "push_tables": len(reg.push.tables()), "paimon_open_follows": reg.paimon.open_follows,
+            "uptime_s": round(time.time() - reg.started, 3)}
+
+
 HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.REGISTER: register,
     names.FAIL: fail,
@@ -117,5 +128,6 @@ HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.LATEST_SNAPSHOT: latest_snapshot,
     names.CONSUMER_PROGRESS: consumer_progress,
     names.CONSUMER_COMMIT: consumer_commit,
+    names.HEALTH: health,
 }
 assert tuple(HANDLERS) == names.ACTIONS == tuple(DESCRIPTIONS)

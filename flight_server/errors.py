@@ -79,6 +79,23 @@ def to_flight(exc: BaseException) -> BaseException:
     return flight.FlightServerError(message, extra_info=exc.extra_info())
 
 
+def status_name(exc: BaseException | None) -> str:
+    """The gRPC status a call ends with, by name (for metrics): the same mapping as `to_flight`."""
+    if exc is None:
+        return "OK"
+    if isinstance(exc, NotFound):
+        return "NOT_FOUND"
+    if isinstance(exc, InvalidRequest):
+        return "INVALID_ARGUMENT"
+    if isinstance(exc, (Cancelled, flight.FlightCancelledError)):
+        return "CANCELLED"
+    if isinstance(exc, (FlightPaimonError, flight.FlightServerError)):
+        return "UNKNOWN"
+    if isinstance(exc, flight.FlightUnavailableError):
+        return "UNAVAILABLE"
+    return "INTERNAL"
+
+
 def _unexpected(exc: BaseException) -> BaseException:
     """A bug (whatever its type, KeyError included): logged with its traceback, INTERNAL on the wire."""
     log.error("unexpected_error", exc_info=exc)

@@ -15,7 +15,8 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server import actions
-from flight_server.errors import install_clean_details, to_flight
+from flight_server.errors import install_clean_details, status_name, to_flight
+from flight_server.metrics import Metrics
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.source import PushSource
 from flight_server.push.tables import PushRegistry
@@ -30,22 +31,41 @@ from flight_server.wire.requests import PaimonRequest, PushView, ReplayRange, pa
 log = structlog.get_logger(__name__)
 
 
-class _Call:
-    """Per-RPC accounting for the one log line written when the call ends."""
+_STREAMS = ("do_put", "do_get")
 
-    def __init__(self, method: str, context, **fields):
+
+class _Call:
+    """Per-RPC accounting for the one log line written when the call ends, and its metrics."""
+
+    def __init__(self, metrics: Metrics | None, method: str, context, **fields):
+        self.metrics, self.method = metrics, method
         self.fields = {"rpc": method, "peer": context.peer() if context else None, **fields}
         self.rows = 0
         self.bytes = 0
         self.start = time.perf_counter()
+        self._counters = None  # (rows, bytes) Prometheus counters, once the call knows its table
+        if metrics is not None and method in _STREAMS:
+            metrics.open_streams.labels(method).inc()
+
+    def count_as(self, kind: str, table, direction: str) -> None:
+        if self.metrics is not None:
+            self._counters = self.metrics.served(kind, table, direction)
 
     def add(self, batch: pa.RecordBatch) -> None:
         self.rows += batch.num_rows
         self.bytes += batch.nbytes
+        if self._counters is not None:
+            self._counters[0].inc(batch.num_rows)
+            self._counters[1].inc(batch.nbytes)
 
     def done(self, error: BaseException | None = None) -> None:
-        fields = dict(self.fields, rows=self.rows, bytes=self.bytes,
-                      duration_ms=round((time.perf_counter() - self.start) * 1000, 2))
+        seconds = time.perf_counter() - self.start
+        if self.metrics is not None:
+            self.metrics.rpcs.labels(self.method, status_name(error)).inc()
+            self.metrics.rpc_seconds.labels(self.method).observe(seconds)
+            if self.method in _STREAMS:
+                self.metrics.open_streams.labels(self.method).dec()
+        fields = dict(self.fields, rows=self.rows, bytes=self.bytes, duration_ms=round(seconds * 1000, 2))
         if error is None:
             log.info("rpc_done", **fields)
         elif isinstance(error, Cancelled) and fields.get("mode") == "follow":
@@ -55,9 +75,9 @@ class _Call:
 
 
 @contextlib.contextmanager
-def _call(method: str, context, streaming: bool = False, **fields):
+def _call(metrics: Metrics | None, method: str, context, streaming: bool = False, **fields):
     """Log and map errors of one RPC; a `streaming` call's stream writes its line when it ends."""
-    call = _Call(method, context, **fields)
+    call = _Call(metrics, method, context, **fields)
     try:
         yield call
     except BaseException as e:
@@ -73,14 +93,16 @@ class FlightPaimonServer(flight.FlightServerBase):
     """Serves push tables and Paimon tables over Arrow Flight: decode, call a source, stream."""
 
     def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
-                 ticket_key: bytes | None = None, warehouse: str | None = None, **kwargs):
+                 ticket_key: bytes | None = None, warehouse: str | None = None, metrics: bool = False,
+                 **kwargs):
         super().__init__(location, **kwargs)
         install_clean_details()
         self.warehouse = warehouse
         self.push = PushRegistry()
         self.pushed = PushSource(self.push)
         self.paimon = PaimonSource(warehouse)
-        self.registries = actions.Registries(self.push, self.paimon)
+        self.metrics = Metrics(self.push, self.paimon) if metrics else None
+        self.registries = actions.Registries(self.push, self.paimon, time.time())
         self.tickets = TicketCodec(ticket_key)
         host = location.rsplit(":", 1)[0]
         self.uri = f"{host}:{self.port}"
@@ -90,7 +112,7 @@ class FlightPaimonServer(flight.FlightServerBase):
 
     def list_flights(self, context, criteria):
         """Push tables and Paimon tables whose name starts with `criteria` (UTF-8; empty: all)."""
-        with _call("list_flights", context):
+        with _call(self.metrics, "list_flights", context):
             prefix = criteria.decode("utf-8", "replace") if criteria else ""
             infos = [self._info(flight.FlightDescriptor.for_path(*names.push_path(t.name)),
                                 self.pushed.plan(PushTarget(t.name)))
@@ -101,12 +123,12 @@ class FlightPaimonServer(flight.FlightServerBase):
         yield from infos
 
     def get_schema(self, context, descriptor):
-        with _call("get_schema", context):
+        with _call(self.metrics, "get_schema", context):
             source, request = self._request(descriptor)
             return flight.SchemaResult(source.schema(request))
 
     def get_flight_info(self, context, descriptor):
-        with _call("get_flight_info", context) as call:
+        with _call(self.metrics, "get_flight_info", context) as call:
             source, request = self._request(descriptor)
             if isinstance(request, PaimonRequest):
                 call.fields.update(table=request.table, mode=request.mode)
@@ -149,9 +171,10 @@ class FlightPaimonServer(flight.FlightServerBase):
     # -- data ----------------------------------------------------------------------------
 
     def do_put(self, context, descriptor, reader, writer):
-        with _call("do_put", context) as call:
+        with _call(self.metrics, "do_put", context) as call:
             target = parse_push_path(descriptor.path or [b""])
             call.fields.update(table=target.name, partition=target.partition)
+            call.count_as("push", target.name, "in")
 
             def on_append(seq: int, batch: pa.RecordBatch) -> None:
                 call.add(batch)
@@ -160,9 +183,13 @@ class FlightPaimonServer(flight.FlightServerBase):
             self.pushed.put(target, reader.schema, _chunks(reader), on_append, context.is_cancelled, call.fields)
 
     def do_get(self, context, ticket):
-        with _call("do_get", context, streaming=True) as call:
+        with _call(self.metrics, "do_get", context, streaming=True) as call:
             decoded = self.tickets.decode(ticket.ticket)
             call.fields.update(_ticket_fields(decoded))
+            if isinstance(decoded, PaimonTicket):
+                call.count_as("paimon", decoded.request.table, "out")
+            else:
+                call.count_as("push", decoded.name, "viewed" if decoded.view else "out")
             source = self.paimon if isinstance(decoded, PaimonTicket) else self.pushed
             schema, items = source.open(decoded, context.is_cancelled)
         return flight.GeneratorStream(schema, self._stream(items, call))
@@ -190,7 +217,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         return [(name, text) for name, text in actions.DESCRIPTIONS.items()]
 
     def do_action(self, context, action):
-        with _call("do_action", context, action=action.type):
+        with _call(self.metrics, "do_action", context, action=action.type):
             handler = actions.HANDLERS.get(action.type)
             if handler is None:
                 raise InvalidRequest(

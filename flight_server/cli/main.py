@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--advertise", action="append", help="URI put in FlightInfo endpoints (repeatable; default: the listen URI)")
     p.add_argument("--shutdown-timeout", type=float, default=5.0,
                    help="seconds SIGTERM/SIGINT wait for calls to end before the process exits anyway")
+    p.add_argument("--metrics-port", type=int,
+                   help="serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one; unset: off)")
 
     def client_args(p):
         p.add_argument("--uri", default=os.environ.get("FLIGHT_PAIMON_URI", DEFAULT_URI),

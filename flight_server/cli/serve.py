@@ -45,15 +45,24 @@ def cmd_serve(args) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     key = os.environ.get("FLIGHT_PAIMON_TICKET_KEY", "").encode() or None
     _check_port_free(args.host, args.port)
+    if args.metrics_port is not None:
+        _check_port_free(args.host, args.metrics_port)
     try:
         server = FlightPaimonServer(f"grpc://{args.host}:{args.port}", advertise=args.advertise,
-                                    ticket_key=key, warehouse=args.warehouse)
+                                    ticket_key=key, warehouse=args.warehouse, metrics=args.metrics_port is not None)
     except pa.ArrowException as e:
         raise CliError(f"the server did not start on {args.host}:{args.port} ({e}).") from None
+    metrics_url = None
+    if server.metrics is not None:
+        try:
+            _, metrics_url = server.metrics.serve_http(args.host, args.metrics_port)
+        except OSError as e:
+            raise CliError(f"cannot serve metrics on {args.host}:{args.metrics_port}: {e.strerror}.") from None
     os.makedirs(args.warehouse, exist_ok=True)  # only once the server listens: a failed start creates nothing
     thread = threading.Thread(target=server.serve, name="flight-serve", daemon=True)
     thread.start()
-    print(f"flight-paimon serving {server.uri} (warehouse {os.path.abspath(args.warehouse)})", flush=True)
+    metrics = f", metrics {metrics_url}/metrics" if metrics_url else ""
+    print(f"flight-paimon serving {server.uri} (warehouse {os.path.abspath(args.warehouse)}{metrics})", flush=True)
     log.info("serving", uri=server.uri, advertise=server.advertise, warehouse=args.warehouse,
              malloc_arena_max=1 if allocator.one_malloc_arena_set() else None)
     sig = signal.sigwait(signals)

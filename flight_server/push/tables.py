@@ -132,6 +132,11 @@ class PushRegistry:
                 for log in table.partitions:
                     log.check_idle(now)
 
+    @property
+    def closing(self) -> str | None:
+        """Why the registry takes no more tables (the server is shutting down), else None."""
+        return self._closing
+
     def get(self, name) -> PushTable:
         _check_name(name)
         with self._lock:

@@ -7,7 +7,8 @@ PUSH, PAIMON = "push", "paimon"  # first element of a descriptor path
 # Actions (do_action); list_actions describes each.
 REGISTER, FAIL, DROP, COMMIT, STATS = "register", "fail", "drop", "commit", "stats"
 LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT = "latest_snapshot", "consumer_progress", "consumer_commit"
-ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT)
+HEALTH = "health"
+ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH)
 
 # Keys of a Paimon read command; "table" names the table.
 TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapshot", "to_snapshot"

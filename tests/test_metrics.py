@@ -1,0 +1,66 @@
+"""`flight_cli serve --metrics-port`: Prometheus /metrics, /healthz and the health action, from a real process."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+
+import pyarrow.flight as flight
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from flight_server.cli.process import ServerProcess
+from flight_server.wire import names
+from producers import Client
+from producers.examples.counter import SCHEMA, make_batch
+from tests.paimon_tables import Warehouse, rows
+
+
+def scrape(url: str) -> dict[tuple, float]:
+    """Every sample of /metrics as {(name, sorted label items): value}."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+@pytest.mark.timeout(120)
+def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
+    wh = Warehouse(warehouse)
+    wh.commit(wh.create("orders", buckets=2), rows(0, 100))
+    with ServerProcess(warehouse, "--metrics-port", "0") as server:
+        url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
+        client = Client(server.uri, timeout=10)
+        pushed = [make_batch(i * 7, 7) for i in range(10)]
+        with client.register_streaming_table("clicks", SCHEMA, capacity=16) as sink:
+            for batch in pushed:
+                sink.write(batch)
+        client.register("waiting", SCHEMA, capacity=16)
+        with client.sink("waiting") as sink:
+            sink.write(make_batch(0, 3))  # held, unread: queued bytes
+        got = client.flight.do_get(client.info("clicks").endpoints[0].ticket, options=client.options()).read_all()
+        assert got.num_rows == 70
+        fi = client.flight.get_flight_info(flight.FlightDescriptor.for_path("paimon", "db.orders"), options=client.options())
+        assert sum(client.flight.do_get(ep.ticket).read_all().num_rows for ep in fi.endpoints) == 100
+        with pytest.raises(KeyError):
+            client.stats("ghost")
+
+        m = scrape(url)
+        nbytes = sum(b.nbytes for b in pushed)
+        push = lambda metric, d: m[(metric, (("direction", d), ("kind", "push"), ("table", "clicks")))]  # noqa: E731
+        assert (push("flight_paimon_rows_total", "in"), push("flight_paimon_rows_total", "out")) == (70, 70)
+        assert (push("flight_paimon_bytes_total", "in"), push("flight_paimon_bytes_total", "out")) == (nbytes, nbytes)
+        assert m[("flight_paimon_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))] == 100
+        rpcs = lambda method, status: m.get(("flight_paimon_rpcs_total", (("method", method), ("status", status))), 0)  # noqa: E731
+        assert rpcs("do_put", "OK") == 2 and rpcs("do_get", "OK") == 3
+        assert rpcs("do_action", "NOT_FOUND") == 1 and rpcs("get_flight_info", "OK") >= 3
+        assert m[("flight_paimon_rpc_duration_seconds_count", (("method", "do_put"),))] == 2
+        queued = m[("flight_paimon_push_queued_bytes", (("partition", "0"), ("table", "waiting")))]
+        assert queued == make_batch(0, 3).nbytes
+        assert m[("flight_paimon_push_queued_bytes", (("partition", "0"), ("table", "clicks")))] == 0
+        assert m[("flight_paimon_open_streams", (("method", "do_get"),))] == 0
+
+        health = urllib.request.urlopen(url + "/healthz", timeout=10)
+        assert health.status == 200 and health.read() == b"ok\n"
+        status = client.action(names.HEALTH)
+        assert status["status"] == "serving" and status["push_tables"] == 2 and status["uptime_s"] > 0
+        client.close()
