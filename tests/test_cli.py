@@ -133,3 +133,30 @@ def test_get_schema_and_list_flights_with_a_prefix_and_paimon_endpoints(client, 
     entry = listed["paimon/db.orders"]
     assert len(entry.endpoints) == 2 and entry.total_records == 10  # one endpoint per bucket, rows known
     assert json.loads(entry.app_metadata)["latest_snapshot"] == 1
+
+
+def test_example_producers_and_push_commands_explain_mistakes_in_one_line(server_process, tmp_path):
+    uri = server_process.uri
+    for argv, words in [
+        (["-m", "producers.examples.counter", "typo", "--uri", uri], "counter: Push table 'typo' is not registered"),
+        (["-m", "producers.examples.csv_file", "typo", str(tmp_path / "none.csv"), "--uri", uri], "csv_file: "),
+    ]:
+        out = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                             timeout=60)
+        assert out.returncode == 1 and words in out.stderr and "Traceback" not in out.stderr, out.stderr
+    stats = cli("stats", "db.orders", "--uri", uri)
+    assert stats.returncode == 2 and "looks like a Paimon table" in stats.stderr
+
+
+def test_a_counter_waiting_on_a_full_partition_says_so(server_process):
+    uri = server_process.uri
+    Client(uri).register("full", SCHEMA, capacity=2)
+    producer = subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "full", "--uri", uri,
+                                 "--batches", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=child_env(), cwd=ROOT)
+    try:
+        line = producer.stderr.readline()  # blocks until the counter explains its wait
+        assert "waiting for the server to take the last batches" in line and "is a reader running?" in line
+    finally:
+        producer.kill()
+        producer.wait(10)

@@ -142,7 +142,9 @@ class PushRegistry:
         with self._lock:
             table = self._tables.get(name)
         if table is None:
-            raise NotFound(f"Push table {name!r} is not registered; register it first (flight_cli register).")
+            hint = (f"; {name!r} looks like a Paimon table: push-table commands (stats, drop, fail) do not "
+                    "apply to it, `flight_cli list` shows both kinds") if name.count(".") == 1 else ""
+            raise NotFound(f"Push table {name!r} is not registered; register it first (flight_cli register){hint}.")
         return table
 
     def tables(self) -> list[PushTable]:

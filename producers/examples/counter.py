@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 
 import pyarrow as pa
+import pyarrow.flight as flight
 
-from producers import Client
+from producers import Client, SinkError
+from producers.client import error_message
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us"))])
 
@@ -39,19 +42,33 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, help="deadline of the whole do_put call, seconds")
     args = p.parse_args(argv)
 
+    try:
+        return run(args)
+    except (flight.FlightError, KeyError, pa.ArrowInvalid, SinkError) as e:  # a user's mistake or a failed stream
+        print(f"counter: {error_message(e)}", file=sys.stderr)
+        return 1
+
+
+def run(args) -> int:
     client = Client(args.uri)
     if args.register:
         client.register(args.table, SCHEMA)
     sink = client.sink(args.table, args.partition, call_timeout=args.timeout)
     start = time.monotonic()
+    # Closing waits until the server has taken every batch: say so when that takes a while.
+    waiting = threading.Timer(2.0, lambda: print(
+        f"counter: waiting for the server to take the last batches (acked up to {sink.acked}); the "
+        "partition is full: is a reader running?", file=sys.stderr, flush=True))
     with sink:
         for i in range(args.batches):
             if args.raise_after is not None and i == args.raise_after:
                 raise RuntimeError(f"counter producer gave up after {i} batches")
             sink.write(make_batch(i * args.rows, args.rows))
-            print(f"sent {i}", flush=True)
+            print(f"sent {i} (acked {sink.acked + 1})", flush=True)
             if args.rate:
                 time.sleep(max(0.0, start + (i + 1) / args.rate - time.monotonic()))
+        waiting.start()
+    waiting.cancel()
     print(f"done {args.batches} batches, last seq {sink.acked}", flush=True)
     return 0
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+import pyarrow as pa
 import pyarrow.csv as pcsv
+import pyarrow.flight as flight
 
-from producers import Client
+from producers import Client, SinkError
+from producers.client import error_message
 
 
 def main(argv=None) -> int:
@@ -22,7 +25,14 @@ def main(argv=None) -> int:
     p.add_argument("--register", action="store_true", help="register the table with the file's schema")
     p.add_argument("--block-size", type=int, default=1 << 20, help="bytes of CSV per batch")
     args = p.parse_args(argv)
+    try:
+        return run(args)
+    except (OSError, flight.FlightError, KeyError, pa.ArrowInvalid, SinkError) as e:  # a user's mistake or a failed stream
+        print(f"csv_file: {error_message(e)}", file=sys.stderr)
+        return 1
 
+
+def run(args) -> int:
     reader = pcsv.open_csv(args.path, read_options=pcsv.ReadOptions(block_size=args.block_size))
     client = Client(args.uri)
     if args.register:
