@@ -118,3 +118,63 @@ def test_jsonl_is_strict_json_that_equals_the_source_rows(client):
     assert base64.b64decode(got[0]["raw"]) == rows[0]["raw"]
     assert datetime.datetime.fromisoformat(got[0]["at"]) == rows[0]["at"]
     assert Decimal(got[0]["price"]) == rows[0]["price"]
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_in_a_real_terminal_ends_tail_quietly_and_the_rate_shows_only_there(client):
+    """tail under a pseudo-terminal (its controlling terminal): Ctrl-C is typed, not signalled."""
+    import os
+    import pty
+    import select
+    import time
+
+    client.register("tty", SCHEMA, capacity=8)
+    sink = client.sink("tty")
+    stop = threading.Event()
+
+    def produce():
+        i = 0
+        while not stop.is_set():
+            sink.write(make_batch(i * 2, 2))
+            i += 1
+            time.sleep(0.02)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    consumed = []
+    consumer = threading.Thread(target=lambda: consumed.extend(
+        client.read_endpoint(client.info("tty").endpoints[0], timeout=60)), daemon=True)
+    consumer.start()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the pty is its controlling terminal
+        os.chdir(ROOT)
+        os.execve(sys.executable, [sys.executable, "-m", "flight_server.cli", "tail", "push:tty", "--uri", client.uri],
+                  child_env())
+    screen = b""
+
+    def read_until(pattern: bytes, timeout: float) -> None:
+        nonlocal screen
+        deadline = time.monotonic() + timeout
+        while pattern not in screen:
+            assert time.monotonic() < deadline, screen[-500:]
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    screen += os.read(fd, 65536)
+                except OSError:  # the child has gone: EIO on the master
+                    return
+
+    try:
+        read_until(b"rows/s", 20)  # the live rate: stderr is a terminal here
+        os.write(fd, b"\x03")  # Ctrl-C, through the terminal's line discipline
+        read_until(b" rows in ", 20)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        stop.set()
+        producer.join(10)
+    assert os.waitstatus_to_exitcode(status) == 0, screen[-1000:]
+    assert b"Traceback" not in screen and b"KeyboardInterrupt" not in screen
+    sink.close()  # the producer was never touched: it ends cleanly
+    consumer.join(30)
+    assert client.stats("tty")["push"]["tty"]["partitions"]["0"]["state"] == "eof"
+    ids = [i for b in consumed for i in b.column("id").to_pylist()]
+    assert ids == list(range(len(ids))) and len(ids) > 0  # the consumer got every row, in order

@@ -51,7 +51,8 @@ def json_value(value):
 def _cell(value) -> str:
     if value is None:
         return "NULL"
-    text = value if isinstance(value, str) else json.dumps(json_value(value), ensure_ascii=False)
+    value = json_value(value)
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
@@ -82,10 +83,11 @@ class _Printer:
         if out:
             print(out, flush=True)
         self.rows += len(rows)
-        self._rate()
+        self.tick()
         return self.limit is None or self.rows < self.limit
 
-    def _rate(self) -> None:
+    def tick(self) -> None:
+        """Show the rows per second of the last second or so, on a terminal only."""
         since, rows = self._window
         now = time.monotonic()
         if self.tty and now - since >= 1.0:
@@ -144,7 +146,11 @@ def cmd_tail(args, client: Client) -> int:
     open_streams, status = len(info.endpoints), 0
     try:
         while open_streams:
-            item = results.get()
+            try:
+                item = results.get(timeout=1.0)
+            except queue.Empty:
+                printer.tick()  # the live rate falls to 0 while nothing arrives
+                continue
             if item is done:
                 open_streams -= 1
                 continue
