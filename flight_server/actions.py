@@ -24,7 +24,7 @@ DESCRIPTIONS = {
     names.STATS: 'Per push table and partition: state, reader mode (drain or replay), writer streams, '
     'queued batches and bytes, rows in and out. Body: {"name"?}.',
     names.LATEST_SNAPSHOT: 'The latest snapshot id of a Paimon table, null when it has none. '
-    'Body: {"table": "db.t"}. Result: {"snapshot_id": N or null}.',
+    'Body: {"table": "db.t"}. Result: {"snapshot_id": N or null, "earliest_snapshot_id": E or null}.',
     names.CONSUMER_PROGRESS: "A Paimon consumer's recorded progress: the next snapshot it will read, null when "
     'it has none. Body: {"table": "db.t", "consumer_id"}. Result: {"next_snapshot": N or null}.',
     names.CONSUMER_COMMIT: "Record that a Paimon consumer has read every snapshot before next_snapshot (Paimon "
@@ -89,7 +89,7 @@ def stats(reg: Registries, body: dict) -> dict:
 
 def latest_snapshot(reg: Registries, body: dict) -> dict:
     name = table_name(_require(body, "table", "latest_snapshot"), "the body of action 'latest_snapshot'")
-    return {"snapshot_id": reg.paimon.latest_snapshot(name)}
+    return {"snapshot_id": reg.paimon.latest_snapshot(name), "earliest_snapshot_id": reg.paimon.earliest_snapshot(name)}
 
 
 def _consumer(body: dict, action: str) -> tuple[str, str]:

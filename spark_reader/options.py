@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-SCAN_MODES = ("latest", "latest-full", "from-snapshot", "from-snapshot-full")
+from flight_server.wire import requests
+
+SCAN_MODES = requests.SCAN_MODES  # one vocabulary with `flight_cli tail --from`
 _SCHEMES = ("grpc", "grpc+tcp", "grpc+tls", "grpc+unix")
 _KNOWN = {
     "uri", "table", "push", "timeout", "scan.snapshot-id", "incremental-between", "scan.mode",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
@@ -53,7 +55,7 @@ class FlightPaimonDataSource(DataSource):
         if self.opts.table:
             if self.opts.incremental_between:
                 raise OptionError("Option 'incremental-between' is for batch reads; a stream uses scan.mode.")
-            return PaimonStreamReader(self.opts, schema)
+            return PaimonStreamReader(_resolve_earliest(self.opts), schema)
         return PushStreamReader(self.opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> PushWriter:
@@ -77,6 +79,22 @@ class FlightPaimonDataSource(DataSource):
                 f"(schema {info.schema.to_string(show_schema_metadata=False)})."
             )
         return PushWriter(opts, info.schema, len(info.endpoints))
+
+
+def _resolve_earliest(opts: Options) -> Options:
+    """scan.mode "earliest", as a follow's `start` means it: every commit from snapshot 1 while it
+    is kept, else the earliest kept snapshot in full and the deltas after it."""
+    if opts.scan_mode != "earliest":
+        return opts
+    client = connect(opts)
+    try:
+        result = call(opts, names.LATEST_SNAPSHOT, client.action, names.LATEST_SNAPSHOT, {names.TABLE: opts.table})
+    finally:
+        client.close()
+    earliest = result.get("earliest_snapshot_id")
+    if earliest is None or earliest == 1:
+        return replace(opts, scan_mode="from-snapshot", snapshot_id=1)
+    return replace(opts, scan_mode="from-snapshot-full", snapshot_id=earliest)
 
 
 def _schema_command(opts: Options) -> dict:

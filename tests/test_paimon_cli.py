@@ -38,6 +38,28 @@ def test_tail_prints_rows_as_commits_land_and_resumes_by_consumer_id(warehouse, 
     assert len(ids) == 10 and all(20 <= i < 40 for i in ids), ids  # never from the start again
 
 
+def test_tail_starts_in_sparks_scan_mode_vocabulary(warehouse, server_process):
+    wh = Warehouse(warehouse)
+    t = wh.create("orders", buckets=1)
+    for i in range(3):
+        wh.commit(t, rows(i * 10, 10))
+    uri = server_process.uri
+    cases = [
+        (["--from", "from-snapshot", "--snapshot-id", "2"], list(range(10, 30))),  # deltas of 2 and 3
+        (["--from", "from-snapshot-full", "--snapshot-id", "2"], list(range(0, 30))),  # 2 in full, then 3
+        (["--from", "snapshot:3"], list(range(20, 30))),  # the older spelling
+        (["--from", "earliest"], list(range(0, 30))),
+    ]
+    for args, want in cases:
+        proc = tail(t, *args, "--limit", str(len(want)), "--uri", uri)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, (args, err)
+        assert sorted(json.loads(line)["id"] for line in out.splitlines()) == want, args
+    bad = tail(t, "--from", "from-snapshot", "--uri", uri)
+    _, err = bad.communicate(timeout=60)
+    assert bad.returncode == 2 and "needs a snapshot id >= 1" in err
+
+
 def test_tail_of_unknown_table_fails_clearly(server_process):
     proc = tail("db.ghost", "--uri", server_process.uri)
     _, err = proc.communicate(timeout=60)

@@ -205,10 +205,10 @@ def test_tickets_are_served_by_any_server_over_the_same_warehouse(wh, warehouse)
 
 def test_latest_snapshot_action_and_list_flights(wh, client):
     t = wh.create("orders", buckets=3)
-    assert client.action("latest_snapshot", {"table": t}) == {"snapshot_id": None}
+    assert client.action("latest_snapshot", {"table": t}) == {"snapshot_id": None, "earliest_snapshot_id": None}
     wh.commit(t, rows(0, 10))
     wh.commit(t, rows(10, 10))
-    assert client.action("latest_snapshot", {"table": t}) == {"snapshot_id": 2}
+    assert client.action("latest_snapshot", {"table": t}) == {"snapshot_id": 2, "earliest_snapshot_id": 1}
     listed = {tuple(p.decode() for p in f.descriptor.path): f for f in client.flight.list_flights(options=client.options())}
     entry = listed[("paimon", t)]
     assert entry.schema.names == ["id", "name", "amount", "region"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -181,6 +182,21 @@ def test_scan_modes_latest_and_from_snapshot_full(fp, server, paimon, tmp_path):
                             **{"scan.mode": "from-snapshot-full", "scan.snapshot-id": "2",
                                "read.stream.maxSnapshotsPerTrigger": "1"})
     assert got == [list(range(0, 200)), list(range(200, 300)), list(range(300, 400))]
+    # earliest, as `flight_cli tail --from earliest` means it: every commit while snapshot 1 is
+    # kept; once it has expired, the earliest kept snapshot in full, then the deltas after it.
+    opts = {"scan.mode": "earliest", "read.stream.maxSnapshotsPerTrigger": "1"}
+    got = run_available_now(fp, server.uri, table, str(tmp_path / "earliest"), **opts)
+    assert got == [list(range(i * 100, (i + 1) * 100)) for i in range(4)]
+    expire_first_snapshot(paimon, table)
+    got = run_available_now(fp, server.uri, table, str(tmp_path / "earliest-expired"), **opts)
+    assert got == [list(range(0, 200)), list(range(200, 300)), list(range(300, 400))]
+
+
+def expire_first_snapshot(paimon, table: str) -> None:
+    """What Paimon's snapshot expiry does to snapshot 1 (pypaimon never expires snapshots itself)."""
+    snapshots = Path(paimon.catalog.get_table(table).table_path) / "snapshot"
+    (snapshots / "snapshot-1").unlink()
+    (snapshots / "EARLIEST").write_text("2")
 
 
 @pytest.mark.timeout(300)

@@ -70,7 +70,7 @@ def wired(client, warehouse):
         sink.write(make_batch(0, 3))
     info = client.info("orders", 1)
     assert client.flight.do_get(info.endpoints[0].ticket, options=client.options(10)).read_all().num_rows == 3
-    assert client.action(names.LATEST_SNAPSHOT, {"table": "db.orders"}) == {"snapshot_id": 1}
+    assert client.action(names.LATEST_SNAPSHOT, {"table": "db.orders"}) == {"snapshot_id": 1, "earliest_snapshot_id": 1}
 
 
 def call(fn) -> None:

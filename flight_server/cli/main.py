@@ -122,8 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("tail", "print rows of push:NAME or of Paimon table DB.TABLE as they arrive", cmd_tail)
     p.add_argument("target", help="push:NAME, DB.TABLE or paimon:DB.TABLE")
     p.add_argument("--from", dest="start", default="latest",
-                   help="Paimon: latest | latest-full | earliest | snapshot:N; push: latest | earliest "
-                        "(the batches the partition still holds)")
+                   help="Paimon: latest | latest-full | earliest | from-snapshot | from-snapshot-full (Spark's "
+                        "scan.mode names; the last two with --snapshot-id); push: latest | earliest (the batches "
+                        "the partition still holds)")
+    p.add_argument("--snapshot-id", type=int, help="Paimon: the snapshot of --from from-snapshot[-full]")
     p.add_argument("--partition", type=int, help="push: view only this partition (default: all)")
     p.add_argument("--consumer-id", help="Paimon consumer id: resume where it stopped, commit after printing")
     p.add_argument("--poll-interval-ms", type=int, default=100, help="Paimon snapshot poll interval")

@@ -26,6 +26,7 @@ import pyarrow.flight as flight
 
 from flight_server.cli import CliError
 from flight_server.wire import allocator, messages, names
+from flight_server.wire.requests import follow_start
 from producers.client import Client, FollowProgress, error_message
 
 
@@ -101,9 +102,9 @@ def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | No
     if args.target.startswith(names.PUSH + ":"):
         if args.consumer_id:
             raise CliError("--consumer-id is for Paimon tables (DB.TABLE); a viewer of a push table records nothing.")
-        if args.start not in names.VIEW_STARTS:
+        if args.start not in names.VIEW_STARTS or args.snapshot_id is not None:
             raise CliError(f"--from {args.start!r}: a push table is viewed from 'earliest' (the batches still "
-                           "held) or 'latest' (new ones only).")
+                           "held) or 'latest' (new ones only), without --snapshot-id.")
         name = args.target[len(names.PUSH) + 1:]
         info = client.view_info(name, args.start, args.partition)
         partitions = [args.partition] if args.partition is not None else list(range(len(info.endpoints)))
@@ -113,7 +114,9 @@ def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | No
         raise CliError(f"target {args.target!r} is neither push:NAME nor DB.TABLE (or paimon:DB.TABLE).")
     if args.partition is not None:
         raise CliError("--partition is for push tables; a Paimon follow reads every bucket.")
-    cmd = {names.TABLE: table, names.FOLLOW: True, names.START: args.start,
+    # Paimon's scan.mode names, as Spark's option takes them; `snapshot:N` is the older spelling.
+    start = args.start if args.start.startswith("snapshot:") else follow_start(args.start, args.snapshot_id)
+    cmd = {names.TABLE: table, names.FOLLOW: True, names.START: start,
            names.POLL_INTERVAL_MS: args.poll_interval_ms}
     if args.consumer_id:
         cmd[names.CONSUMER_ID] = args.consumer_id

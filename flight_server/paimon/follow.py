@@ -64,7 +64,14 @@ def start_position(scope, req: PaimonRequest, latest_id: int | None) -> tuple[in
             raise NotFound(
                 f"Follow of Paimon table {req.table!r} cannot start at snapshot {n}: it has expired; "
                 f"the earliest is {earliest}.", table=req.table, snapshot=n)
-        nxt = n
+        if req.start.startswith("snapshot-full:"):
+            if n > (latest_id or 0):
+                raise NotFound(
+                    f"Follow of Paimon table {req.table!r} cannot read snapshot {n} in full: the latest is "
+                    f"{latest_id}.", table=req.table, snapshot=n)
+            full, nxt = n, n + 1
+        else:
+            nxt = n
     return full, nxt
 
 

@@ -69,6 +69,9 @@ class PaimonSource:
         snap = self.table(name).snapshot_manager().get_latest_snapshot()
         return None if snap is None else snap.id
 
+    def earliest_snapshot(self, name: str) -> int | None:
+        return compat.earliest_snapshot_id(self.table(name).snapshot_manager())
+
     def consumer_progress(self, name: str, consumer_id: str) -> int | None:
         """The next snapshot the consumer will read, None if it has recorded no progress."""
         return compat.read_consumer(self.table(name), consumer_id)

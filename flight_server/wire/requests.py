@@ -10,6 +10,21 @@ from flight_server.wire.errors import InvalidRequest
 
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "is_null", "is_not_null")
 STARTS = ("latest", "latest-full", "earliest")
+# Where a stream starts, in Paimon's scan.mode names (plus "earliest"): one vocabulary for
+# `flight_cli tail --from` and Spark's `scan.mode`; `scan.snapshot-id` goes with the from-snapshot ones.
+SCAN_MODES = ("latest", "latest-full", "from-snapshot", "from-snapshot-full", "earliest")
+
+
+def follow_start(scan_mode: str, snapshot_id: int | None = None) -> str:
+    """A scan mode (and snapshot id) as a follow command's `start`: latest, latest-full, earliest,
+    snapshot:N (deltas from N) or snapshot-full:N (N in full, then deltas)."""
+    if scan_mode not in SCAN_MODES:
+        raise InvalidRequest(f"Scan mode {scan_mode!r} is not one of {', '.join(SCAN_MODES)}.")
+    if scan_mode.startswith("from-snapshot"):
+        if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
+            raise InvalidRequest(f"Scan mode {scan_mode!r} needs a snapshot id >= 1, got {snapshot_id!r}.")
+        return f"snapshot{'-full' if scan_mode.endswith('-full') else ''}:{snapshot_id}"
+    return scan_mode
 DEFAULT_POLL_MS = 1000
 _KEYS = names.PAIMON_KEYS
 _FOLLOW_ONLY = (names.START, names.CONSUMER_ID, names.POLL_INTERVAL_MS)
@@ -41,8 +56,8 @@ class PaimonRequest:
 
     @property
     def start_snapshot(self) -> int | None:
-        """N for `start: "snapshot:N"`, else None."""
-        return int(self.start.split(":", 1)[1]) if self.start.startswith("snapshot:") else None
+        """N for `start: "snapshot:N"` or `"snapshot-full:N"`, else None."""
+        return int(self.start.split(":", 1)[1]) if self.start.startswith("snapshot") else None
 
     def to_json(self) -> dict:
         """The command that asks for this read (defaults left out)."""
@@ -216,9 +231,10 @@ def parse_command(cmd: dict) -> PaimonRequest:
         if given:
             raise InvalidRequest(f"Paimon read of {table!r}: {given[0]!r} applies only with \"follow\": true.")
     start = cmd.get("start", "latest-full")
-    if not isinstance(start, str) or not (start in STARTS or re.fullmatch(r"snapshot:[1-9]\d*", start)):
+    if not isinstance(start, str) or not (start in STARTS or re.fullmatch(r"snapshot(-full)?:[1-9]\d{0,18}", start)):
         raise InvalidRequest(
-            f"Paimon read of {table!r}: 'start' {start!r} is not one of latest, latest-full, earliest, snapshot:N."
+            f"Paimon read of {table!r}: 'start' {start!r} is not one of latest, latest-full, earliest, "
+            "snapshot:N, snapshot-full:N."
         )
     consumer_id = cmd.get("consumer_id")
     if consumer_id is not None:
