@@ -178,3 +178,23 @@ def test_ctrl_c_in_a_real_terminal_ends_tail_quietly_and_the_rate_shows_only_the
     assert client.stats("tty")["push"]["tty"]["partitions"]["0"]["state"] == "eof"
     ids = [i for b in consumed for i in b.column("id").to_pylist()]
     assert ids == list(range(len(ids))) and len(ids) > 0  # the consumer got every row, in order
+
+
+def test_the_table_format_aligns_unicode_escapes_control_characters_and_cuts_long_cells(client):
+    from rich.cells import cell_len
+
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("note", pa.string())])
+    with client.register_streaming_table("tab", schema) as sink:
+        sink.write(pa.RecordBatch.from_pylist([
+            {"id": 1, "name": "a", "note": "tab\there"},
+            {"id": 22, "name": "zürich-東京", "note": "line\nbreak"},
+            {"id": 333, "name": None, "note": "x" * 70},
+        ], schema=schema))
+    view = tail(client.uri, "push:tab", "--from", "earliest", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = view.communicate(timeout=30)
+    assert view.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["id", "name", "note", "_partition", "_seq"]
+    assert len({cell_len(line) for line in lines}) == 1, lines  # every row as wide: columns line up
+    assert "tab\\there" in lines[2] and "line\\nbreak" in lines[3] and "\t" not in out  # escaped, one row each
+    assert "NULL" in lines[4] and "x" * 40 in lines[4] and "…" in lines[4] and "x" * 70 not in out

@@ -10,91 +10,20 @@ pipe end it quietly with exit code 0.
 
 from __future__ import annotations
 
-import base64
-import datetime
-import decimal
 import json
-import math
 import os
 import queue
 import sys
 import threading
 import time
 
-import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.cli import CliError
 from flight_server.wire import allocator, messages, names
 from flight_server.wire.requests import follow_start
+from flight_server.cli.output import Output
 from producers.client import Client, FollowProgress, error_message
-
-
-def json_value(value):
-    """A value as strict JSON: ISO-8601 times, null for NaN and infinities, base64 bytes, exact decimals."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(value).decode()
-    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
-    return value
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "NULL"
-    value = json_value(value)
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
-class _Printer:
-    """Prints rows as they arrive; a current rate on stderr when it is a terminal."""
-
-    def __init__(self, fmt: str, limit: int | None):
-        self.fmt, self.limit = fmt, limit
-        self.rows = 0
-        self.start = time.monotonic()
-        self.tty = sys.stderr.isatty()
-        self._window = (self.start, 0)  # (since, rows) of the rate shown
-        self.header_done = False
-
-    def batch(self, batch: pa.RecordBatch, extra: dict) -> bool:
-        """Print `batch`; return False once the limit is reached."""
-        rows = batch.to_pylist()
-        if self.limit is not None:
-            rows = rows[: self.limit - self.rows]
-        if self.fmt == "jsonl":
-            out = "\n".join(json.dumps({**json_value(r), **extra}, allow_nan=False, ensure_ascii=False)
-                            for r in rows)
-        else:
-            lines = [] if self.header_done else [" | ".join(batch.schema.names + list(extra))]
-            self.header_done = True
-            lines += [" | ".join([_cell(v) for v in r.values()] + [str(v) for v in extra.values()]) for r in rows]
-            out = "\n".join(lines)
-        if out:
-            print(out, flush=True)
-        self.rows += len(rows)
-        self.tick()
-        return self.limit is None or self.rows < self.limit
-
-    def tick(self) -> None:
-        """Show the rows per second of the last second or so, on a terminal only."""
-        since, rows = self._window
-        now = time.monotonic()
-        if self.tty and now - since >= 1.0:
-            print(f"\r\033[K{(self.rows - rows) / (now - since):,.0f} rows/s, {self.rows} rows",
-                  end="", file=sys.stderr, flush=True)
-            self._window = (now, self.rows)
 
 
 def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | None]:
@@ -127,7 +56,7 @@ def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | No
 def cmd_tail(args, client: Client) -> int:
     allocator.reuse_batch_buffers()
     info, labels, table = _plan(args, client)
-    printer = _Printer(args.format, args.limit)
+    printer = Output(args.format, args.limit)
     progress = FollowProgress(len(info.endpoints))
     results: queue.Queue = queue.Queue(maxsize=8)
     done = object()
