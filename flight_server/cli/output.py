@@ -51,7 +51,7 @@ class _Table:
     batches line up as long as they can), are fitted to the terminal's width, and cut a cell wider
     than MAX_WIDTH with an ellipsis; rich measures unicode cells."""
 
-    MAX_WIDTH = 48  # a column wider than this in the first batch is cut, with an ellipsis
+    MAX_WIDTH = 48  # a cell wider than this is cut, with an ellipsis
 
     def __init__(self):
         terminal = sys.stdout.isatty()
