@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,10 +23,24 @@ def section(title: str) -> None:
     print(f"\n=== {title} ===", flush=True)
 
 
-def start_server(warehouse: str) -> tuple[subprocess.Popen, str]:
-    server = ServerProcess(warehouse, log_level="warning", stderr=None)
+def start_server(warehouse: str) -> tuple[subprocess.Popen, str, str]:
+    server = ServerProcess(warehouse, "--metrics-port", "0", log_level="warning", stderr=None)
     print(server.first_line.strip())
-    return server.proc, server.uri
+    metrics_url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
+    return server.proc, server.uri, metrics_url
+
+
+def demo_operations(uri: str, metrics_url: str) -> None:
+    import urllib.request
+
+    section("operations: /healthz, the health action, and some of /metrics (Prometheus)")
+    print("/healthz:", urllib.request.urlopen(metrics_url + "/healthz", timeout=10).read().decode().strip())
+    print("health action:", Client(uri).action("health"))
+    text = urllib.request.urlopen(metrics_url + "/metrics", timeout=10).read().decode()
+    wanted = ("flight_paimon_rows_total{", "flight_paimon_rpcs_total{", "flight_paimon_push_queued_bytes{")
+    for line in text.splitlines():
+        if line.startswith(wanted) and "demo_orders" in line or line.startswith("flight_paimon_rpcs_total{method=\"do_"):
+            print(line)
 
 
 def run(*cmd: str, timeout: float = 120) -> str:
@@ -189,12 +204,13 @@ def main() -> int:
     p.add_argument("--no-spark", action="store_true", help="skip the Spark section")
     args = p.parse_args()
     os.makedirs(args.warehouse, exist_ok=True)
-    server, uri = start_server(args.warehouse)
+    server, uri, metrics_url = start_server(args.warehouse)
     try:
         demo_push(uri, args.batches)
         demo_paimon(uri, args.warehouse)
         if not args.no_spark:
             demo_spark(uri, args.warehouse, _latest_demo_table(args.warehouse))
+        demo_operations(uri, metrics_url)
     finally:
         server.terminate()
         server.wait(15)
