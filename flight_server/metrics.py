@@ -77,6 +77,12 @@ class _QueueCollector:
         yield nbytes
         yield GaugeMetricFamily(f"{NAMESPACE}_paimon_open_follows", "Paimon follow streams now open",
                                 value=self.paimon.open_follows)
+        lag = GaugeMetricFamily(f"{NAMESPACE}_paimon_follow_lag_snapshots",
+                                "Committed snapshots the furthest-behind open follow of a table has yet to send",
+                                labels=["table"])
+        for table, snapshots in self.paimon.follow_lag().items():
+            lag.add_metric([table], snapshots)
+        yield lag
 
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):

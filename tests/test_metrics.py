@@ -13,7 +13,8 @@ from flight_server.cli.process import ServerProcess
 from flight_server.wire import names
 from producers import Client
 from producers.examples.counter import SCHEMA, make_batch
-from tests.paimon_tables import Warehouse, rows
+from tests.conftest import wait_for
+from tests.paimon_tables import Follower, Warehouse, command, rows
 
 
 def scrape(url: str) -> dict[tuple, float]:
@@ -43,21 +44,33 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         assert sum(client.flight.do_get(ep.ticket).read_all().num_rows for ep in fi.endpoints) == 100
         with pytest.raises(KeyError):
             client.stats("ghost")
+        # A follow that looks for new snapshots once a minute: two commits later it is 2 behind.
+        follow = command({"table": "db.orders", "follow": True, "start": "earliest", "poll_interval_ms": 60000})
+        follower = Follower(client, client.flight.get_flight_info(follow, options=client.options()).endpoints[0])
+        wait_for(lambda: follower.done == 1, "the follow to send snapshot 1 and wait")
+        followed = sum(b.num_rows for _, b in follower.drain_for(0.1))
+        assert 0 < followed < 100  # this endpoint's bucket
+        wh.commit("db.orders", rows(100, 10))
+        wh.commit("db.orders", rows(110, 10))
 
         m = scrape(url)
+        assert m[("flight_paimon_paimon_follow_lag_snapshots", (("table", "db.orders"),))] == 2
+        assert m[("flight_paimon_paimon_open_follows", ())] == 1
+        follower.cancel()
         nbytes = sum(b.nbytes for b in pushed)
         push = lambda metric, d: m[(metric, (("direction", d), ("kind", "push"), ("table", "clicks")))]  # noqa: E731
         assert (push("flight_paimon_rows_total", "in"), push("flight_paimon_rows_total", "out")) == (70, 70)
         assert (push("flight_paimon_bytes_total", "in"), push("flight_paimon_bytes_total", "out")) == (nbytes, nbytes)
-        assert m[("flight_paimon_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))] == 100
+        paimon_out = m[("flight_paimon_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))]
+        assert paimon_out == 100 + followed
         rpcs = lambda method, status: m.get(("flight_paimon_rpcs_total", (("method", method), ("status", status))), 0)  # noqa: E731
-        assert rpcs("do_put", "OK") == 2 and rpcs("do_get", "OK") == 3
+        assert rpcs("do_put", "OK") == 2 and rpcs("do_get", "OK") == 3  # the follow is still open
         assert rpcs("do_action", "NOT_FOUND") == 1 and rpcs("get_flight_info", "OK") >= 3
         assert m[("flight_paimon_rpc_duration_seconds_count", (("method", "do_put"),))] == 2
         queued = m[("flight_paimon_push_queued_bytes", (("partition", "0"), ("table", "waiting")))]
         assert queued == make_batch(0, 3).nbytes
         assert m[("flight_paimon_push_queued_bytes", (("partition", "0"), ("table", "clicks")))] == 0
-        assert m[("flight_paimon_open_streams", (("method", "do_get"),))] == 0
+        assert m[("flight_paimon_open_streams", (("method", "do_get"),))] == 1  # the follow
 
         health = urllib.request.urlopen(url + "/healthz", timeout=10)
         assert health.status == 200 and health.read() == b"ok\n"

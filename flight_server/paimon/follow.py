@@ -98,7 +98,15 @@ def check_identity(table, name: str, identity: str | None) -> None:
         "table and ends here. Plan a new read for the new table.", table=name)
 
 
-def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stopping: threading.Event) -> Iterator:
+class Position:
+    """Where one open follow is: the next snapshot it will send (read by the metrics' lag)."""
+
+    def __init__(self, table: str, next_snapshot: int):
+        self.table, self.next = table, next_snapshot
+
+
+def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stopping: threading.Event,
+           position: Position) -> Iterator:
     """The unbounded stream of one follow endpoint; ends only with the client, the server or the table."""
     req, table = scope.req, scope.table
     buckets = ticket_buckets(ticket)
@@ -114,6 +122,7 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
             splits = pick(scope.snapshot_splits(full), buckets, None)
             yield from scope.batches(splits, messages.snapshot_mark(full))
             nxt = full + 1
+        position.next = nxt
         if nxt > 1:
             yield no_rows, messages.done_mark(nxt - 1)  # everything before the start is done
         while True:
@@ -126,6 +135,7 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
             yield from snapshot_delta(scope, planner, snap, buckets)
             yield no_rows, messages.done_mark(nxt)
             nxt += 1
+            position.next = nxt
     finally:
         compat.close_planner(planner)
 

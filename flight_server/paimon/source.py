@@ -48,7 +48,7 @@ class PaimonSource:
         self._catalog = None
         self._lock = threading.Lock()
         self.stopping = threading.Event()
-        self.open_follows = 0  # follow streams still running: a gone client must bring this down
+        self._follows: set[follow.Position] = set()  # open follow streams: a gone client must end its own
 
     def catalog(self):
         with self._lock:
@@ -157,20 +157,41 @@ class PaimonSource:
         scope = Scope(self.table(req.table), req)
         follow.check_identity(scope.table, req.table, ticket.identity)
         if ticket.mode == "follow":
-            return scope.schema, self._counted(follow.follow(scope, ticket, is_cancelled, self.stopping))
+            position = follow.Position(req.table, ticket.full if ticket.full is not None else ticket.next)
+            stream = follow.follow(scope, ticket, is_cancelled, self.stopping, position)
+            return scope.schema, self._counted(stream, position)
         if ticket.mode == "delta":
             return scope.schema, _delta(scope, ticket)
         return scope.schema, _snapshot(scope, ticket)
 
-    def _counted(self, stream: Iterator) -> Iterator:
+    @property
+    def open_follows(self) -> int:
         with self._lock:
-            self.open_follows += 1
+            return len(self._follows)
+
+    def follow_lag(self) -> dict[str, int]:
+        """Per table with open follows: how many committed snapshots the furthest-behind one has
+        yet to send (0 when every follow has sent everything committed)."""
+        with self._lock:
+            positions = list(self._follows)
+        lag: dict[str, int] = {}
+        for p in positions:
+            try:
+                latest = self.latest_snapshot(p.table) or 0
+            except NotFound:
+                continue  # dropped: its follows are ending
+            lag[p.table] = max(lag.get(p.table, 0), latest - (p.next - 1), 0)
+        return lag
+
+    def _counted(self, stream: Iterator, position: follow.Position) -> Iterator:
+        with self._lock:
+            self._follows.add(position)
         try:
             yield from stream
         finally:
             stream.close()
             with self._lock:
-                self.open_follows -= 1
+                self._follows.discard(position)
 
 
 def _delta_rows(scope: Scope, req: PaimonRequest, to_s: int) -> int:
