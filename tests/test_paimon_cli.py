@@ -55,6 +55,11 @@ def test_tail_starts_in_sparks_scan_mode_vocabulary(warehouse, server_process):
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, (args, err)
         assert sorted(json.loads(line)["id"] for line in out.splitlines()) == want, args
+    # The form `flight_cli list` shows works too, and each row says which snapshot committed it.
+    proc = tail("paimon:" + t, "--from", "earliest", "--limit", "30", "--uri", uri)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert {(r["id"] // 10 + 1, r["_snapshot"]) for r in map(json.loads, out.splitlines())} == {(1, 1), (2, 2), (3, 3)}
     bad = tail(t, "--from", "from-snapshot", "--uri", uri)
     _, err = bad.communicate(timeout=60)
     assert bad.returncode == 2 and "needs a snapshot id >= 1" in err

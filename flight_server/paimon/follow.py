@@ -18,6 +18,7 @@ error, and a table created again under the same name is never read.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -126,18 +127,32 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
         if nxt > 1:
             yield no_rows, messages.done_mark(nxt - 1)  # everything before the start is done
         while True:
-            snap = sm.get_snapshot_by_id(nxt)
-            check_identity(table, req.table, identity)  # after the read: that snapshot was ours
+            with _dropped_is_not_found(table, req.table, identity):
+                snap = sm.get_snapshot_by_id(nxt)
+                check_identity(table, req.table, identity)  # after the read: that snapshot was ours
+                if snap is None:
+                    _check_not_expired(req.table, sm, nxt)
             if snap is None:
-                _check_not_expired(req.table, sm, nxt)
                 _wait(poll_s, is_cancelled, stopping, req.table)
                 continue
-            yield from snapshot_delta(scope, planner, snap, buckets)
+            with _dropped_is_not_found(table, req.table, identity):
+                yield from snapshot_delta(scope, planner, snap, buckets)
             yield no_rows, messages.done_mark(nxt)
             nxt += 1
             position.next = nxt
     finally:
         compat.close_planner(planner)
+
+
+@contextlib.contextmanager
+def _dropped_is_not_found(table, name: str, identity: str | None):
+    """A file that vanishes under a read (the table was dropped meanwhile) ends the follow with the
+    clear NotFound of `check_identity`, not an internal error; other errors pass unchanged."""
+    try:
+        yield
+    except (OSError, RuntimeError):
+        check_identity(table, name, identity)
+        raise
 
 
 def _check_not_expired(name: str, sm, nxt: int) -> None:
