@@ -82,8 +82,7 @@ def _call(metrics: Metrics | None, method: str, context, streaming: bool = False
         yield call
     except BaseException as e:
         call.done(e)
-        # pyarrow appends the Python traceback chain to KeyError/ArrowInvalid messages on the
-        # wire; without the chain the client reads our sentence, and the log has the rest.
+        # `from None`: the cause chain belongs in the server's log, not on the wire.
         raise to_flight(e) from None
     if not streaming:
         call.done()

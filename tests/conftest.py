@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from flight_server.cli.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
 from flight_server.server import FlightPaimonServer
 from producers import Client
-
 
 
 def wait_for(condition, what: str, timeout: float = 10):
