@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from flight_server.ingest.streams import Ingest
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon.source import PaimonSource
@@ -31,6 +32,11 @@ DESCRIPTIONS = {
     'keeps them from expiring). Body: {"table": "db.t", "consumer_id", "next_snapshot": N}. Result: {}.',
     names.HEALTH: 'Whether the server serves: {"status": "serving" | "stopping", "push_tables", '
     '"paimon_open_follows", "uptime_s"}. Body: {}.',
+    names.CREATE_TABLE: 'Create a Paimon table for durable writes. Body: {"table": "db.t", "schema": base64 '
+    'Arrow IPC schema, "primary_keys"?: [...], "partition_keys"?: [...], "options"?: {"bucket": "4", ...}}. '
+    'Result: {"table", "schema", "primary_keys", "partition_keys", "options"}.',
+    names.PRODUCER_STATE: "A named producer's last committed seq in a Paimon table (resume from last_seq + 1). "
+    'Body: {"table": "db.t", "producer": "ID"}. Result: {"last_seq": N or null}.',
 }
 
 
@@ -40,6 +46,7 @@ class Registries:
 
     push: PushRegistry
     paimon: PaimonSource
+    ingest: Ingest
     started: float  # time.time() when the server started
 
 
@@ -119,6 +126,23 @@ def health(reg: Registries, body: dict) -> dict:
             "uptime_s": round(time.time() - reg.started, 3)}
 
 
+def create_table(reg: Registries, body: dict) -> dict:
+    name = table_name(_require(body, "table", "create_table"), "the body of action 'create_table'")
+    schema = decode_schema(_require(body, "schema", "create_table"), f"Paimon table {name!r}")
+    unknown = sorted(set(body) - {"table", "schema", "primary_keys", "partition_keys", "options"})
+    if unknown:
+        raise InvalidRequest(f"Action 'create_table' takes no key {unknown[0]!r}.")
+    return reg.paimon.create_table(name, schema, body.get("primary_keys") or [], body.get("partition_keys") or [],
+                                   body.get("options") or {})
+
+
+def producer_state(reg: Registries, body: dict) -> dict:
+    what = "the body of action 'producer_state'"
+    name = table_name(_require(body, "table", "producer_state"), what)
+    producer = check_consumer_id(_require(body, "producer", "producer_state"), what, names.PRODUCER)
+    return reg.ingest.producer_state(name, producer)
+
+
 HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.REGISTER: register,
     names.FAIL: fail,
@@ -129,5 +153,7 @@ HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.CONSUMER_PROGRESS: consumer_progress,
     names.CONSUMER_COMMIT: consumer_commit,
     names.HEALTH: health,
+    names.CREATE_TABLE: create_table,
+    names.PRODUCER_STATE: producer_state,
 }
 assert tuple(HANDLERS) == names.ACTIONS == tuple(DESCRIPTIONS)

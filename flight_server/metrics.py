@@ -35,7 +35,20 @@ class Metrics:
                             ["kind", "table", "direction"], namespace=ns, registry=r)
         self.bytes = Counter("bytes", "Arrow bytes moved, by table kind, table and direction",
                              ["kind", "table", "direction"], namespace=ns, registry=r)
+        self.commits = Counter("ingest_commits", "Group commits of durable writes, by Paimon table", ["table"],
+                               namespace=ns, registry=r)
+        self.commit_seconds = Histogram("ingest_commit_seconds", "Write + commit time of one group commit",
+                                        ["table"], namespace=ns, registry=r,
+                                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5))
+        self.committed_rows = Counter("ingest_committed_rows", "Rows committed by durable writes", ["table"],
+                                      namespace=ns, registry=r)
         r.register(_QueueCollector(push_registry, paimon_source))
+
+    def committed(self, table: str, rows: int, nbytes: int, seconds: float) -> None:
+        """One group commit of durable writes landed."""
+        self.commits.labels(table).inc()
+        self.commit_seconds.labels(table).observe(seconds)
+        self.committed_rows.labels(table).inc(rows)
 
     def served(self, kind: str, table, direction: str):
         """The (rows, bytes) counters one stream adds to."""

@@ -16,6 +16,7 @@ import structlog
 
 from flight_server import actions
 from flight_server.errors import install_clean_details, status_name, to_flight
+from flight_server.ingest.streams import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, Ingest
 from flight_server.metrics import Metrics
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.source import PushSource
@@ -26,7 +27,7 @@ from flight_server.tickets import (
 )
 from flight_server.wire import messages, names
 from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound
-from flight_server.wire.requests import PaimonRequest, PushView, ReplayRange, parse_path
+from flight_server.wire.requests import PaimonRequest, PushView, ReplayRange, WriteTarget, parse_path, table_name
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +94,7 @@ class FlightPaimonServer(flight.FlightServerBase):
 
     def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
                  ticket_key: bytes | None = None, warehouse: str | None = None, metrics: bool = False,
+                 commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
                  **kwargs):
         super().__init__(location, **kwargs)
         install_clean_details()
@@ -101,7 +103,9 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.pushed = PushSource(self.push)
         self.paimon = PaimonSource(warehouse)
         self.metrics = Metrics(self.push, self.paimon) if metrics else None
-        self.registries = actions.Registries(self.push, self.paimon, time.time())
+        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes,
+                             self.metrics.committed if self.metrics else None)
+        self.registries = actions.Registries(self.push, self.paimon, self.ingest, time.time())
         self.tickets = TicketCodec(ticket_key)
         host = location.rsplit(":", 1)[0]
         self.uri = f"{host}:{self.port}"
@@ -171,15 +175,36 @@ class FlightPaimonServer(flight.FlightServerBase):
 
     def do_put(self, context, descriptor, reader, writer):
         with _call(self.metrics, "do_put", context) as call:
-            target = parse_push_path(descriptor.path or [b""])
-            call.fields.update(table=target.name, partition=target.partition)
-            call.count_as("push", target.name, "in")
+            target = _put_target(descriptor)
+            if isinstance(target, WriteTarget):
+                self._ingest(call, context, target, reader, writer)
+            else:
+                self._push(call, context, target, reader, writer)
 
-            def on_append(seq: int, batch: pa.RecordBatch) -> None:
-                call.add(batch)
-                writer.write(pa.py_buffer(messages.ack(seq)))
+    def _push(self, call: _Call, context, target: PushTarget, reader, writer) -> None:
+        """A push-table producer: each batch acked `{"seq"}` once appended to the partition's log."""
+        call.fields.update(table=target.name, partition=target.partition)
+        call.count_as("push", target.name, "in")
 
-            self.pushed.put(target, reader.schema, _chunks(reader), on_append, context.is_cancelled, call.fields)
+        def on_append(seq: int, batch: pa.RecordBatch) -> None:
+            call.add(batch)
+            writer.write(pa.py_buffer(messages.ack(seq)))
+
+        self.pushed.put(target, reader.schema, _chunks(reader), on_append, context.is_cancelled, call.fields)
+
+    def _ingest(self, call: _Call, context, target: WriteTarget, reader, writer) -> None:
+        """A durable write: each batch acked `{"seq", "snapshot"}` once committed to the Paimon table."""
+        call.fields.update(table=target.table, producer=target.producer)
+        call.count_as("paimon", target.table, "in")
+
+        def chunks():
+            for batch, metadata in _chunks(reader):
+                if batch is not None:
+                    call.add(batch)
+                yield batch, metadata
+
+        self.ingest.put(target, reader.schema, chunks(), lambda ack: writer.write(pa.py_buffer(ack)),
+                        context.is_cancelled, call.fields)
 
     def do_get(self, context, ticket):
         with _call(self.metrics, "do_get", context, streaming=True) as call:
@@ -230,6 +255,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         """Fail every open partition so blocked producers and readers end with an error."""
         self.push.shutdown(reason)
         self.paimon.stopping.set()
+        self.ingest.close(reason)
 
 
 
@@ -241,6 +267,21 @@ def _chunks(reader):
         except StopIteration:
             return
         yield chunk.data, chunk.app_metadata
+
+
+def _put_target(descriptor) -> PushTarget | WriteTarget:
+    """What a do_put writes to: a push partition, or a Paimon table (`["paimon", T]`, `{"write": T, ...}`)."""
+    if descriptor.descriptor_type == flight.DescriptorType.PATH:
+        parts = path_parts(descriptor.path or [b""])
+        if parts[0] != names.PAIMON:
+            return parse_push_path(descriptor.path or [b""])
+        if len(parts) != 2:
+            raise InvalidRequest(f"do_put path {parts!r} is not ['paimon', 'DB.TABLE'].")
+        return WriteTarget(table_name(parts[1], "the do_put path"))
+    cmd = parse_json_object(descriptor.command, "do_put descriptor command")
+    if names.WRITE not in cmd:
+        raise InvalidRequest('A do_put command names its Paimon table in "write": {"write": "db.t", "producer": "ID"}.')
+    return WriteTarget.from_json(cmd)
 
 
 def _ticket_fields(ticket: Ticket) -> dict:

@@ -170,7 +170,7 @@ class TableSink:
     def _ack_loop(self) -> None:
         try:
             while (buf := self._acks.read()) is not None:
-                self.acked = messages.read_ack(buf)
+                self.acked = messages.read_ack(buf).seq
         except BaseException as e:  # noqa: BLE001 - the same error reaches close()/write()
             if not self._failed:
                 self._error = self._error or e

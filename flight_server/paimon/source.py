@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import structlog
 
-from flight_server.paimon import compat
+from flight_server.paimon import compat, create
 from flight_server.paimon import follow
 from flight_server.paimon.scope import Scope, bucket_set, pick, ticket_buckets
 from flight_server.source import Items, ReadPlan
@@ -91,6 +91,9 @@ class PaimonSource:
                 f"the latest snapshot + 1 ({limit}); commit only snapshots that were read.",
                 table=name)
         compat.write_consumer(table, consumer_id, next_snapshot)
+
+    def create_table(self, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> dict:
+        return create.create_table(self.catalog(), name, schema, primary_keys, partition_keys, options)
 
     def tables(self) -> list[TableSummary]:
         out = []

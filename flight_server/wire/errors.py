@@ -52,6 +52,12 @@ class PartitionFailed(WrongState):
     code = "failed"
 
 
+class CommitFailed(WrongState):
+    """A durable write's group commit failed: none of the stream's unacked batches were committed."""
+
+    code = "commit_failed"
+
+
 class Cancelled(FlightPaimonError):
     """The other end of the stream went away (consumer or producer cancelled)."""
 
@@ -88,7 +94,7 @@ def from_flight(exc: BaseException) -> FlightPaimonError:
     import pyarrow.flight as flight
 
     message = error_message(exc)
-    by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, Cancelled, Internal)}
+    by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, CommitFailed, Cancelled, Internal)}
     code = _extra_info_code(getattr(exc, "extra_info", None))
     if code in by_code:  # the server's own word on what kind of error this is
         return by_code[code](message)

@@ -3,8 +3,12 @@
 Producer -> server on a do_put stream:
   `{"end": N}`      the stream's clean end: N batches were sent on it (may ride on the last batch)
   `{"error": TEXT}` the producer failed: the partition fails with TEXT (a batch it rides on is dropped)
+  `{"seq": N}`      (on a batch, named producers writing to a Paimon table) the producer's number
+                    for the batch, strictly increasing; may ride with "end"
 Server -> producer:
   `{"seq": N}`      batch N of the partition was appended
+  `{"seq": N, "snapshot": S}`  (Paimon writes) batch N is durable: committed in snapshot S (or,
+                    for a resent batch the table already held, in the table as of snapshot S)
 Server -> viewer of a push partition (its do_get stream):
   `{"seq": N}`      the batch is batch N of the partition (a gap means the viewer fell behind)
 Server -> reader on a Paimon do_get stream:
@@ -37,16 +41,37 @@ def _object(buf) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def ack(seq: int) -> bytes:
-    return b'{"seq": %d}' % seq
+def ack(seq: int, snapshot: int | None = None) -> bytes:
+    if snapshot is None:
+        return b'{"seq": %d}' % seq
+    return b'{"seq": %d, "snapshot": %d}' % (seq, snapshot)
 
 
-def read_ack(buf) -> int:
-    """The sequence number of a server's PutResult ack."""
+@dataclass(frozen=True)
+class Ack:
+    """A server's PutResult: the batch's sequence number, and (Paimon writes) its snapshot."""
+
+    seq: int
+    snapshot: int | None = None
+
+
+def read_ack(buf) -> Ack:
     value = _object(buf)
-    if value is None or not isinstance(value.get(SEQ), int):
+    seq, snapshot = (value or {}).get(SEQ), (value or {}).get(SNAPSHOT)
+    if not _is_int(seq) or not (snapshot is None or _is_int(snapshot)):
         raise ValueError(f"not a flight-paimon ack: {bytes(buf)[:100]!r}")
-    return value[SEQ]
+    return Ack(seq, snapshot)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def batch_seq(seq: int, end: int | None = None) -> bytes:
+    """A named producer's number for a batch (with the stream's end marker when it is the last)."""
+    if end is None:
+        return b'{"seq": %d}' % seq
+    return b'{"seq": %d, "end": %d}' % (seq, end)
 
 
 def end(batches: int) -> bytes:
@@ -72,15 +97,17 @@ class ProducerMessage:
     error: str | None = None
     has_end: bool = False
     end: object = None  # the raw value: the server checks it against what it received
+    seq: object = None  # the raw value of a named producer's batch number, None when absent
 
 
 def read_producer_message(buf) -> ProducerMessage | None:
     value = _object(buf)
-    if value is None or (ERROR not in value and END not in value):
+    if value is None or (ERROR not in value and END not in value and SEQ not in value):
         return None
     error = value.get(ERROR)
     return ProducerMessage(
-        error=None if error is None else str(error), has_end=END in value, end=value.get(END))
+        error=None if error is None else str(error), has_end=END in value, end=value.get(END),
+        seq=value.get(SEQ))
 
 
 @dataclass(frozen=True)
@@ -96,4 +123,4 @@ class ReadMark:
 def read_mark(buf) -> ReadMark:
     value = _object(buf) or {}
     ints = [value.get(k) for k in (SNAPSHOT, DONE, SEQ)]
-    return ReadMark(*(v if isinstance(v, int) and not isinstance(v, bool) else None for v in ints))
+    return ReadMark(*(v if _is_int(v) else None for v in ints))

@@ -8,7 +8,9 @@ PUSH, PAIMON = "push", "paimon"  # first element of a descriptor path
 REGISTER, FAIL, DROP, COMMIT, STATS = "register", "fail", "drop", "commit", "stats"
 LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT = "latest_snapshot", "consumer_progress", "consumer_commit"
 HEALTH = "health"
-ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH)
+CREATE_TABLE, PRODUCER_STATE = "create_table", "producer_state"
+ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH,
+           CREATE_TABLE, PRODUCER_STATE)
 
 # Keys of a Paimon read command; "table" names the table.
 TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapshot", "to_snapshot"
@@ -16,6 +18,9 @@ FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS = "follow", "start", "consumer_id",
 COLUMNS, FILTER, BUCKETS, CHANGELOG = "columns", "filter", "buckets", "changelog"
 PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS,
                COLUMNS, FILTER, BUCKETS, CHANGELOG)
+
+# Keys of a durable write's descriptor command: the Paimon table and the producer's name.
+WRITE, PRODUCER = "write", "producer"
 
 # Keys of a replay-range command of a push partition, and of a viewer's command.
 PARTITION, RANGE_START, RANGE_END = "partition", "start", "end"
@@ -39,6 +44,11 @@ def push_path(name: str, partition: int | None = None) -> list[str]:
 def paimon_path(table: str) -> list[str]:
     """`["paimon", "DB.TABLE"]`."""
     return [PAIMON, table]
+
+
+def write_command(table: str, producer: str | None = None) -> dict:
+    """A durable write into Paimon table `table`, as the named producer (exactly-once) or unnamed."""
+    return {WRITE: table} if producer is None else {WRITE: table, PRODUCER: producer}
 
 
 def view_command(name: str, start: str = "latest", partition: int | None = None) -> dict:

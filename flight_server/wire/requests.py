@@ -154,12 +154,38 @@ def table_name(value, what: str = "'table'") -> str:
     return value
 
 
-def check_consumer_id(value, what: str) -> str:
-    """A consumer id is a file name in the table's consumer directory: keep it to a safe alphabet."""
+def check_consumer_id(value, what: str, key: str = names.CONSUMER_ID) -> str:
+    """A consumer id is a file name in the table's consumer directory: keep it to a safe alphabet
+    (producer names share it: they are keys of snapshot properties and appear in logs)."""
     if not isinstance(value, str) or not _CONSUMER_ID.match(value):
         raise InvalidRequest(
-            f"{what}: 'consumer_id' {value!r} must be 1-128 characters of letters, digits, '_', '.', '-'.")
+            f"{what}: {key!r} {value!r} must be 1-128 characters of letters, digits, '_', '.', '-'.")
     return value
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """A durable write into a Paimon table: `["paimon", "DB.TABLE"]` (unnamed producer) or the
+    command `{"write": "DB.TABLE", "producer": "ID"}` (a named, exactly-once producer)."""
+
+    table: str
+    producer: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"Paimon table {self.table!r}" + (f" (producer {self.producer!r})" if self.producer else "")
+
+    @staticmethod
+    def from_json(cmd: dict) -> WriteTarget:
+        table = table_name(cmd.get(names.WRITE), "'write' of the descriptor command")
+        unknown = sorted(set(cmd) - {names.WRITE, names.PRODUCER})
+        if unknown:
+            raise InvalidRequest(f"A write into Paimon table {table!r} takes no key {unknown[0]!r}; "
+                                 "send {\"write\": \"db.t\", \"producer\": \"ID\"}.")
+        producer = cmd.get(names.PRODUCER)
+        if producer is not None:
+            check_consumer_id(producer, f"A write into Paimon table {table!r}", names.PRODUCER)
+        return WriteTarget(table, producer)
 
 
 def parse_path(parts: list[str]) -> PaimonRequest:

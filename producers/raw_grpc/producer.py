@@ -64,7 +64,7 @@ def push(uri: str, name: str, partition: int, requests: Iterable[pb2.FlightData]
     with grpc.insecure_channel(target, options=options) as channel:
         stub = pb2_grpc.FlightServiceStub(channel)
         for result in stub.DoPut(iter(requests), timeout=timeout_s):
-            last = messages.read_ack(result.app_metadata)
+            last = messages.read_ack(result.app_metadata).seq
             on_ack(last)
     return last
 

@@ -1,0 +1,262 @@
+"""Group commits: the batches of every producer stream of one Paimon table, one snapshot at a time.
+
+Streams `submit` batches into one queue; a committer thread takes everything queued at most
+every `interval_s` (sooner once `commit_bytes` are queued), writes it with pypaimon's native
+(Rust) writer, and commits it as one snapshot whose properties carry the named producers' last
+seqs (`ProducerSeqs`). Only then does each batch's stream get its ack `(seq, snapshot)`. A
+failed commit fails every stream that had a batch in it, with the cause, and acks none of them.
+
+Memory is bounded: `submit` blocks while `commit_bytes` are queued, so the queue and the
+commit in flight hold at most about twice that.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import structlog
+
+from flight_server.ingest.producers import ProducerSeqs
+from flight_server.paimon import compat
+from flight_server.wire.errors import Cancelled, CommitFailed, InvalidRequest, WrongState
+
+log = structlog.get_logger(__name__)
+
+END = object()  # the last item of a stream's ack queue
+
+
+class WriteStream:
+    """One producer stream as the committer sees it: its acks in order, its error once it has one."""
+
+    def __init__(self, label: str, producer: str | None):
+        self.label, self.producer = label, producer
+        self.acks: queue.SimpleQueue = queue.SimpleQueue()  # (seq, snapshot) in stream order, then END
+        self.error: BaseException | None = None
+        self.outstanding = 0  # submitted, neither acked nor failed
+        self.last_seq: int | None = None  # the producer's last seq on this stream
+        self.closed = False  # acks are no longer wanted (the stream ended or broke)
+        self.skipped = 0  # resent batches the table already held
+
+
+@dataclass
+class _Pending:
+    stream: WriteStream
+    seq: int  # what the ack says: the producer's seq, or the batch's index on an unnamed stream
+    batch: pa.RecordBatch
+
+
+class TableCommitter:
+    """The one committer of a Paimon table on this server."""
+
+    def __init__(self, name: str, table, interval_s: float, commit_bytes: int, on_commit=None):
+        self.name = name
+        self.table, self.identity = table, compat.table_identity(table)
+        self._table = compat.native_write_table(table)
+        self.interval_s, self.commit_bytes = interval_s, commit_bytes
+        self.producers = ProducerSeqs(table)
+        self._on_commit = on_commit  # (table, rows, bytes, seconds) after each commit, for metrics
+        self._cond = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._queued_bytes = 0
+        self._inflight: list[_Pending] = []
+        self._active: dict[str, WriteStream] = {}  # producer -> its current stream
+        self._closed: str | None = None
+        self._write = self._commit = None
+        self._user = None
+        self._ident = 0
+        self._last_start = 0.0
+        self._thread = threading.Thread(target=self._run, name=f"commit-{name}", daemon=True)
+        self._thread.start()
+
+    # -- the streams' side ---------------------------------------------------------------
+
+    def open(self, label: str, producer: str | None) -> WriteStream:
+        """A new stream; a named producer's older stream is fenced off (its queued batches dropped,
+        its batches in a commit in flight committed) before the new one may write."""
+        stream = WriteStream(label, producer)
+        with self._cond:
+            self._check_open()
+            old = self._active.get(producer) if producer is not None else None
+            if old is not None:
+                self._fail(old, WrongState(
+                    f"A newer stream of producer {producer!r} into Paimon table {self.name!r} took over; "
+                    "this one's unacked batches were discarded."))
+                self._cond.wait_for(lambda: not any(p.stream is old for p in self._inflight))
+            if producer is not None:
+                self._active[producer] = stream
+        return stream
+
+    def submit(self, stream: WriteStream, batch: pa.RecordBatch, seq: int, cancelled) -> None:
+        """Queue one batch (waiting while the queue is full); a named producer's batch the table
+        already holds is acked at once and not written again."""
+        with self._cond:
+            self._check(stream)
+            if stream.producer is not None:
+                if stream.last_seq is not None and seq <= stream.last_seq:
+                    raise InvalidRequest(
+                        f"Producer {stream.producer!r} sent seq {seq} after {stream.last_seq} into Paimon table "
+                        f"{self.name!r}; seqs must increase strictly on a stream.")
+                stream.last_seq = seq
+                last = self.producers.last_seq(stream.producer)
+                if last is not None and seq <= last:
+                    stream.skipped += 1
+                    stream.acks.put((seq, self.producers.snapshot_of(stream.producer)))
+                    return
+            while self._queued_bytes >= self.commit_bytes:
+                self._cond.wait(0.1)
+                self._check(stream)
+                if cancelled():
+                    raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
+            self._queue.append(_Pending(stream, seq, batch))
+            self._queued_bytes += batch.nbytes
+            stream.outstanding += 1
+            self._cond.notify_all()
+
+    def finish(self, stream: WriteStream, cancelled) -> None:
+        """Wait until every batch of the stream is acked; raises the stream's error if it failed."""
+        with self._cond:
+            while stream.outstanding and stream.error is None:
+                self._cond.wait(0.1)
+                if cancelled():
+                    raise Cancelled(f"The producer's stream into {stream.label} was cancelled before its acks.")
+            self._check(stream)
+            self._release(stream)
+
+    def discard(self, stream: WriteStream) -> int:
+        """The stream broke or failed in-band: drop its queued batches; returns how many.
+        Its batches in a commit already in flight are committed (whole), never acked."""
+        with self._cond:
+            dropped = [p for p in self._queue if p.stream is stream]
+            self._queue = [p for p in self._queue if p.stream is not stream]
+            self._queued_bytes -= sum(p.batch.nbytes for p in dropped)
+            stream.outstanding -= len(dropped)
+            self._release(stream)
+            self._cond.notify_all()
+            return len(dropped)
+
+    def close(self, reason: str) -> None:
+        """Fail every open stream and stop the thread after the commit in flight."""
+        with self._cond:
+            self._closed = reason
+            for p in self._queue:
+                self._fail(p.stream, WrongState(f"{p.stream.label}: {reason}; its unacked batches were not committed."))
+            self._queue, self._queued_bytes = [], 0
+            self._cond.notify_all()
+        self._thread.join(30)
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise WrongState(f"Paimon table {self.name!r} takes no writes: {self._closed}.")
+
+    def _check(self, stream: WriteStream) -> None:
+        if stream.error is not None:
+            raise stream.error
+        self._check_open()
+
+    def _release(self, stream: WriteStream) -> None:
+        stream.closed = True
+        stream.acks.put(END)
+        if stream.producer is not None and self._active.get(stream.producer) is stream:
+            del self._active[stream.producer]
+
+    def _fail(self, stream: WriteStream, error: BaseException) -> None:
+        if stream.error is None:
+            stream.error = error
+        self._cond.notify_all()
+
+    # -- the committer thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._closed is not None)
+                if self._closed is not None:
+                    return
+                while self._queued_bytes < self.commit_bytes and self._closed is None:
+                    left = self._last_start + self.interval_s - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                group, self._queue, self._queued_bytes = self._queue, [], 0
+                self._inflight = group
+                self._cond.notify_all()  # room for blocked submitters
+            self._last_start = time.monotonic()
+            try:
+                self._commit_group(group)
+            finally:
+                with self._cond:
+                    self._inflight = []
+                    self._cond.notify_all()
+
+    def _commit_group(self, group: list[_Pending]) -> None:
+        updates: dict[str, int] = {}
+        for p in group:
+            if p.stream.producer is not None:
+                updates[p.stream.producer] = max(p.seq, updates.get(p.stream.producer, p.seq))
+        rows = [p.batch for p in group if p.batch.num_rows]
+        start = time.perf_counter()
+        try:
+            snapshot = self._write_and_commit(rows, updates) if rows else self.producers.seen
+        except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause
+            log.error("commit_failed", table=self.name, batches=len(group), exc_info=True)
+            self._reset_writer()
+            error = CommitFailed(
+                f"The group commit into Paimon table {self.name!r} failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
+                "None of this stream's unacked batches were acked; a named producer resumes from "
+                "producer_state, which says what the table holds.", table=self.name)
+            with self._cond:
+                for p in group:
+                    self._fail(p.stream, error)
+                    p.stream.outstanding -= 1
+            self._reload_producers()
+            return
+        self.producers.committed(updates, snapshot)
+        if self._on_commit is not None and rows:
+            self._on_commit(self.name, sum(b.num_rows for b in rows), sum(b.nbytes for b in rows),
+                            time.perf_counter() - start)
+        with self._cond:
+            for p in group:
+                if not p.stream.closed:
+                    p.stream.acks.put((p.seq, snapshot))
+                p.stream.outstanding -= 1
+            self._cond.notify_all()
+
+    def _write_and_commit(self, rows: list[pa.RecordBatch], updates: dict[str, int]) -> int:
+        if self._write is None:
+            builder = self._table.new_stream_write_builder()
+            self._write, self._commit, self._user = builder.new_write(), builder.new_commit(), builder.commit_user
+        for batch in rows:
+            self._write.write_arrow_batch(batch)
+        self._ident += 1
+        messages = self._write.prepare_commit(self._ident)
+        self.producers.refresh()  # other writers' commits since ours: their producer maps count too
+        self._commit.commit(messages, self._ident, snapshot_properties=self.producers.properties(updates))
+        return compat.find_commit(self._table, self._user, self._ident)
+
+    def _reset_writer(self) -> None:
+        """After a failure the writer's state is unknown: start the next commit with a new one."""
+        write, commit, self._write, self._commit = self._write, self._commit, None, None
+        for closable in (write, commit):
+            if closable is None:
+                continue
+            try:
+                closable.close()
+            except Exception:  # noqa: BLE001 - the commit's own error is what the producers get
+                log.warning("writer_close_failed", table=self.name, exc_info=True)
+
+    def _reload_producers(self) -> None:
+        """A failed commit may still have landed: read the producer map back from the table."""
+        try:
+            fresh = ProducerSeqs(self._table)
+        except Exception:  # noqa: BLE001 - keep the old map; the next commit refreshes it
+            log.warning("producer_state_reload_failed", table=self.name, exc_info=True)
+            return
+        self.producers = fresh

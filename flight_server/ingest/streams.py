@@ -1,0 +1,147 @@
+"""Durable ingest: producer streams into Paimon tables, through one group committer per table.
+
+A stream's clean end is its end marker `{"end": N}`, as for push tables; then `put` returns
+only after every batch of the stream is acked (committed). A half-close without the marker, an
+in-band `{"error"}`, a refused batch or a broken stream discard the stream's queued batches
+(acked ones stay committed; ones already in a commit in flight are committed whole).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+import structlog
+
+from flight_server.ingest.committer import END, TableCommitter, WriteStream
+from flight_server.ingest.conform import Conformer
+from flight_server.paimon import compat
+from flight_server.paimon.source import PaimonSource
+from flight_server.wire import messages
+from flight_server.wire.errors import Cancelled, InvalidRequest, WrongState
+from flight_server.wire.requests import WriteTarget
+
+log = structlog.get_logger(__name__)
+
+Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
+
+DEFAULT_COMMIT_INTERVAL_MS = 100
+DEFAULT_COMMIT_BYTES = 64 << 20
+
+
+class Ingest:
+    """The durable writes of one server: a committer per Paimon table written to."""
+
+    def __init__(self, paimon: PaimonSource, commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS,
+                 commit_bytes: int = DEFAULT_COMMIT_BYTES, on_commit=None):
+        self.paimon = paimon
+        self.interval_s, self.commit_bytes = commit_interval_ms / 1000, commit_bytes
+        self._on_commit = on_commit
+        self._lock = threading.Lock()
+        self._committers: dict[str, TableCommitter] = {}
+        self._closed: str | None = None
+
+    def committer(self, name: str) -> TableCommitter:
+        """The table's committer; a table dropped and created again gets a new one."""
+        table = self.paimon.table(name)
+        identity = compat.table_identity(table)
+        with self._lock:
+            if self._closed is not None:
+                raise WrongState(f"Paimon table {name!r} takes no writes: {self._closed}.")
+            current = self._committers.get(name)
+            if current is not None and current.identity == identity:
+                return current
+            stale = current
+            self._committers[name] = TableCommitter(name, table, self.interval_s, self.commit_bytes, self._on_commit)
+            fresh = self._committers[name]
+        if stale is not None:
+            stale.close(f"Paimon table {name!r} was dropped and created again")
+        return fresh
+
+    def producer_state(self, name: str, producer: str) -> dict:
+        committer = self.committer(name)
+        return {"last_seq": committer.producers.last_seq(producer)}
+
+    def queued_bytes(self) -> dict[str, int]:
+        with self._lock:
+            return {name: c.queued_bytes for name, c in self._committers.items()}
+
+    def close(self, reason: str) -> None:
+        with self._lock:
+            self._closed = reason
+            committers = list(self._committers.values())
+        for c in committers:
+            c.close(reason)
+
+    def put(self, target: WriteTarget, schema: pa.Schema, chunks: Chunks,
+            send_ack: Callable[[bytes], None], cancelled: Callable[[], bool], fields: dict) -> None:
+        """Take one producer stream into a Paimon table; `send_ack(ack)` writes one PutResult."""
+        committer = self.committer(target.table)
+        conform = Conformer(compat.arrow_schema(committer.table), schema, target.label)
+        stream = committer.open(target.label, target.producer)
+        acker = threading.Thread(target=_send_acks, args=(stream, send_ack), name="acks", daemon=True)
+        acker.start()
+        try:
+            _pump(committer, stream, conform, chunks, cancelled, fields)
+        except BaseException:
+            fields["discarded"] = committer.discard(stream)
+            raise
+        finally:
+            acker.join()
+            fields["skipped"] = stream.skipped
+
+
+def _send_acks(stream: WriteStream, send_ack) -> None:
+    while (item := stream.acks.get()) is not END:
+        seq, snapshot = item
+        try:
+            send_ack(messages.ack(seq, snapshot))
+        except Exception as e:  # noqa: BLE001 - the producer went away; the read loop sees it too
+            log.info("ack_not_sent", stream=stream.label, error=str(e).splitlines()[0] if str(e) else type(e).__name__)
+            return
+
+
+def _pump(committer: TableCommitter, stream: WriteStream, conform: Conformer, chunks: Chunks,
+          cancelled, fields: dict) -> None:
+    received = 0
+    for data, metadata in chunks:
+        said = messages.read_producer_message(metadata)
+        if said is not None and said.error is not None:
+            fields["producer_error"] = said.error
+            fields["discarded"] = committer.discard(stream)
+            return
+        if data is not None:
+            seq = _seq(stream, said, received)
+            committer.submit(stream, conform(data, received), seq, cancelled)
+            received += 1
+        if said is not None and said.has_end:
+            if isinstance(said.end, bool) or said.end != received:
+                raise InvalidRequest(
+                    f"The stream into {stream.label} ended with end marker {said.end!r} but the server received "
+                    f"{received} batch(es); its unacked batches were discarded.")
+            committer.finish(stream, cancelled)
+            fields["batches"] = received
+            if next(chunks, None) is not None:
+                raise InvalidRequest(f"The stream into {stream.label} sent more after its end marker; "
+                                     f"its {received} batch(es) before it are committed.")
+            return
+    if cancelled():
+        raise Cancelled(f"The producer's stream into {stream.label} broke (killed, timed out or cancelled); "
+                        "its unacked batches were discarded.")
+    raise WrongState(
+        f"The stream into {stream.label} half-closed after {received} batch(es) without its end marker "
+        '{"end": N}: the producer may have crashed, so its unacked batches were discarded (acked ones are '
+        "committed). Send the marker before closing (Client.paimon_sink does).")
+
+
+def _seq(stream: WriteStream, said, index: int) -> int:
+    """The number a batch is acked with: a named producer's own seq, else its index on the stream."""
+    if stream.producer is None:
+        return index
+    seq = None if said is None else said.seq
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidRequest(
+            f"Batch {index} of {stream.label} carries no app_metadata {{\"seq\": N}} (N an integer >= 0, "
+            f"got {seq!r}); a named producer numbers every batch.")
+    return seq

@@ -1,0 +1,48 @@
+"""`create_table`: a Paimon table for durable writes, every argument checked before pypaimon sees it."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from flight_server.paimon import compat
+from flight_server.wire.errors import InvalidRequest, WrongState
+from flight_server.wire.schemas import describe
+
+
+def _columns(value, key: str, schema: pa.Schema, name: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
+        raise InvalidRequest(f"create_table {name!r}: {key!r} must be a list of column names, got {value!r}.")
+    missing = [c for c in value if c not in schema.names]
+    if missing:
+        raise InvalidRequest(
+            f"create_table {name!r}: {key} column {missing[0]!r} is not in the schema ({', '.join(schema.names)}).")
+    return value
+
+
+def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> dict:
+    if len(schema) == 0:
+        raise InvalidRequest(f"create_table {name!r}: the schema has no columns.")
+    primary_keys = _columns(primary_keys, "primary_keys", schema, name)
+    partition_keys = _columns(partition_keys, "partition_keys", schema, name)
+    if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool)
+                                                for k, v in options.items()):
+        raise InvalidRequest(f"create_table {name!r}: 'options' must map option names to strings, got {options!r}.")
+    options = {k: str(v) for k, v in options.items()}
+    if primary_keys and not set(partition_keys) <= set(primary_keys):
+        raise InvalidRequest(
+            f"create_table {name!r}: a primary-key table's partition keys must be part of its primary key "
+            f"(Paimon's rule); add {sorted(set(partition_keys) - set(primary_keys))} to primary_keys.")
+    if not primary_keys and int(options.get("bucket", "-1")) > 0 and "bucket-key" not in options:
+        raise InvalidRequest(
+            f"create_table {name!r}: an append table with fixed buckets needs option 'bucket-key' (the "
+            "columns that pick a row's bucket), e.g. {\"bucket\": \"4\", \"bucket-key\": \"id\"}.")
+    try:
+        compat.create_table(catalog, name, schema, primary_keys, partition_keys, options)
+    except compat.ALREADY_EXISTS:
+        raise WrongState(f"Paimon table {name!r} already exists; drop it first or choose another name.",
+                         table=name) from None
+    except (ValueError, TypeError, NotImplementedError) as e:
+        raise InvalidRequest(f"create_table {name!r}: pypaimon refused it: {e}") from e
+    table = catalog.get_table(name)
+    return {"table": name, "schema": describe(compat.arrow_schema(table)), "primary_keys": list(table.primary_keys),
+            "partition_keys": list(table.partition_keys), "options": dict(table.options.options.to_map())}
