@@ -11,6 +11,7 @@ import pyarrow.flight as flight
 from flight_server.wire.schemas import encode_schema
 from flight_server.wire import messages, names
 from flight_server.wire.errors import error_message  # noqa: F401  (re-exported for callers)
+from producers.paimon_sink import PaimonSink
 from producers.sink import TableSink
 
 
@@ -91,6 +92,28 @@ class Client:
 
     def stats(self, name: str | None = None) -> dict:
         return self.action(names.STATS, {} if name is None else {"name": name})
+
+    # -- Paimon tables: durable writes ----------------------------------------------------
+
+    def create_table(self, table: str, schema: pa.Schema, primary_keys: list[str] | None = None,
+                     partition_keys: list[str] | None = None, options: dict[str, str] | None = None) -> dict:
+        """Create a Paimon table (its database too, when missing)."""
+        body = {"table": table, "schema": encode_schema(schema)}
+        for key, value in (("primary_keys", primary_keys), ("partition_keys", partition_keys), ("options", options)):
+            if value:
+                body[key] = value
+        return self.action(names.CREATE_TABLE, body)
+
+    def producer_state(self, table: str, producer: str) -> int | None:
+        """The named producer's last committed seq in the table (None: nothing committed yet)."""
+        return self.action(names.PRODUCER_STATE, {"table": table, "producer": producer})["last_seq"]
+
+    def paimon_sink(self, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
+                    call_timeout: float | None = None) -> PaimonSink:
+        """A durable writer into Paimon table `table`: `write` batches, `close` returns once every
+        batch is committed. A named `producer` is exactly-once: it resumes after the table's
+        `last_seq` and, if the server goes away, reconnects and resends only what the table lacks."""
+        return PaimonSink(self, table, producer, reconnect_timeout, call_timeout)
 
     # -- reading -------------------------------------------------------------------------
 

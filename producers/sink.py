@@ -16,6 +16,7 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server.wire import messages, names
+from flight_server.wire.errors import error_message
 
 log = structlog.get_logger(__name__)
 
@@ -24,10 +25,52 @@ _FAIL_WAIT_S = 1.0  # how long an in-band failure may wait behind a blocked writ
 
 
 class SinkError(RuntimeError):
-    """The push stream ended with an error (the server refused it, or the table failed)."""
+    """The stream ended with an error (the server refused it, the table failed, a commit failed)."""
 
 
-class TableSink:
+class Slotted:
+    """What every sink shares: a one-slot hand-off to its sender thread, and the `with` contract
+    (an exception inside fails the stream in-band; a clean exit closes it)."""
+
+    label: str
+    _sender: threading.Thread
+    _error: BaseException | None
+    _closed: bool
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is not None:
+            self.fail(exc)
+        else:
+            self.close()
+        return False
+
+    def _put(self, item, timeout: float | None, check: bool = True) -> bool:
+        waited = 0.0
+        while True:
+            if check:
+                self._raise_if_broken()
+            try:
+                self._slot.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                waited += 0.05
+                if timeout is not None and waited >= timeout:
+                    return False
+                if not self._sender.is_alive():
+                    self._raise_if_broken()
+                    raise SinkError(f"The stream to {self.label} is closed.")
+
+    def _raise_if_broken(self) -> None:
+        if self._error is not None:
+            raise SinkError(f"The stream to {self.label} failed: {error_message(self._error)}") from self._error
+        if self._closed:
+            raise SinkError(f"The sink for {self.label} is closed; open a new one to write more.")
+
+
+class TableSink(Slotted):
     """A producer's end of one push-table partition; use as a context manager.
 
     Inside `with sink:` any exception fails the partition in-band (the reader gets the cause),
@@ -105,16 +148,6 @@ class TableSink:
         except flight.FlightError as e:
             log.debug("sink_closed_after_fail", sink=self.label, error=str(e).splitlines()[0])
 
-    def __enter__(self) -> TableSink:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is not None:
-            self.fail(exc)
-        else:
-            self.close()
-        return False
-
     def _batches(self, data) -> list[pa.RecordBatch]:
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
         for b in batches:
@@ -123,28 +156,6 @@ class TableSink:
                     f"Batch schema does not match {self.label}: got {b.schema}, expected {self.schema}."
                 )
         return batches
-
-    def _put(self, item, timeout: float | None, check: bool = True) -> bool:
-        waited = 0.0
-        while True:
-            if check:
-                self._raise_if_broken()
-            try:
-                self._slot.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                waited += 0.05
-                if timeout is not None and waited >= timeout:
-                    return False
-                if not self._sender.is_alive():
-                    self._raise_if_broken()
-                    raise SinkError(f"The push stream to {self.label} is closed.")
-
-    def _raise_if_broken(self) -> None:
-        if self._error is not None:
-            raise SinkError(f"The push stream to {self.label} failed: {self._error}") from self._error
-        if self._closed:
-            raise SinkError(f"The sink for {self.label} is closed; open a new one to write more.")
 
     # -- the threads ---------------------------------------------------------------------
 

@@ -36,6 +36,32 @@ def cmd_register(args) -> int:
     return 0
 
 
+def cmd_create(args) -> int:
+    from flight_server.wire.schemas import parse_spec
+
+    options = dict(args.option or [])
+    if args.buckets is not None:
+        options["bucket"] = str(args.buckets)
+    if args.bucket_key:
+        options["bucket-key"] = args.bucket_key
+    result = _client(args).create_table(args.table, parse_spec(args.schema), primary_keys=_names(args.primary_key),
+                                        partition_keys=_names(args.partition_by), options=options)
+    print(json.dumps(result))
+    return 0
+
+
+def _names(values: list[str] | None) -> list[str]:
+    """Repeatable and comma-separated: `--primary-key a,b` or `--primary-key a --primary-key b`."""
+    return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. file.format=parquet")
+    return key, value
+
+
 def cmd_drop(args) -> int:
     _client(args).drop(args.name)
     print(json.dumps({"dropped": args.name}))
@@ -96,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds SIGTERM/SIGINT wait for calls to end before the process exits anyway")
     p.add_argument("--metrics-port", type=int,
                    help="serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one; unset: off)")
+    p.add_argument("--commit-interval-ms", type=int, default=100,
+                   help="durable writes: commit the batches of a Paimon table's producers at most this often")
+    p.add_argument("--commit-bytes", type=int, default=64 << 20,
+                   help="durable writes: commit sooner once this many bytes wait; producers wait past it")
 
     def client_args(p):
         p.add_argument("--uri", default=os.environ.get("FLIGHT_PAIMON_URI", DEFAULT_URI),
@@ -113,6 +143,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "(unsafe: a crashed producer looks the same); for plain Flight clients")
     p.add_argument("--idle-timeout-s", type=float,
                    help="fail a partition whose producers send nothing for this many seconds (unset: never)")
+    client_args(p)
+
+    p = command("create", "create a Paimon table for durable writes (do_put into it, Client.paimon_sink)", cmd_create)
+    p.add_argument("table", help="DB.TABLE (the database is created when missing)")
+    p.add_argument("--schema", required=True, help='columns, e.g. "id:int64!,name:string,ts:timestamp[us]" (! = not null)')
+    p.add_argument("--primary-key", action="append", help="primary key column(s), comma-separated or repeated")
+    p.add_argument("--partition-by", action="append", help="partition column(s), comma-separated or repeated")
+    p.add_argument("--buckets", type=int, help="fixed bucket count (default: Paimon's, -1: dynamic or unaware)")
+    p.add_argument("--bucket-key", help="column(s) that pick an append table's bucket (needed with --buckets)")
+    p.add_argument("--option", action="append", type=_option, help="a Paimon table option KEY=VALUE (repeatable)")
     client_args(p)
 
     p = command("drop", "drop a push table: its blocked writers and readers get an error", cmd_drop)

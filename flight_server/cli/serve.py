@@ -44,12 +44,16 @@ def cmd_serve(args) -> int:
     signals = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     key = os.environ.get("FLIGHT_PAIMON_TICKET_KEY", "").encode() or None
+    if args.commit_interval_ms < 1 or args.commit_bytes < 1:
+        raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}) and --commit-bytes ({args.commit_bytes}) "
+                       "must be positive.")
     _check_port_free(args.host, args.port)
     if args.metrics_port is not None:
         _check_port_free(args.host, args.metrics_port)
     try:
         server = FlightPaimonServer(f"grpc://{args.host}:{args.port}", advertise=args.advertise,
-                                    ticket_key=key, warehouse=args.warehouse, metrics=args.metrics_port is not None)
+                                    ticket_key=key, warehouse=args.warehouse, metrics=args.metrics_port is not None,
+                                    commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes)
     except pa.ArrowException as e:
         raise CliError(f"the server did not start on {args.host}:{args.port} ({e}).") from None
     metrics_url = None

@@ -11,21 +11,14 @@ from __future__ import annotations
 import pyarrow as pa
 
 from flight_server.wire.errors import InvalidRequest
-from flight_server.wire.schemas import describe, schema_difference
-
-_LARGE = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
-
-
-def _loose(schema: pa.Schema) -> pa.Schema:
-    """The schema with every column nullable and large string/binary as plain ones."""
-    return pa.schema([pa.field(f.name, _LARGE.get(f.type, f.type), True) for f in schema])
+from flight_server.wire.schemas import describe, loosened, schema_difference
 
 
 class Conformer:
     """Turns each batch of one stream into the table's exact schema, or refuses it."""
 
     def __init__(self, table_schema: pa.Schema, stream_schema: pa.Schema, label: str):
-        diff = schema_difference(_loose(table_schema), _loose(stream_schema))
+        diff = schema_difference(loosened(table_schema), loosened(stream_schema))
         if diff is not None:
             raise InvalidRequest(
                 f"The stream's schema does not match {label}: {diff}. The table's row type is "

@@ -65,6 +65,15 @@ def decode_schema(text: str, what: str) -> pa.Schema:
         ) from e
 
 
+_LARGE = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+
+
+def loosened(schema: pa.Schema) -> pa.Schema:
+    """Every column nullable, large string/binary as plain ones: what a durable write's stream
+    must match of the table's row type (nulls in NOT NULL columns are checked per batch)."""
+    return pa.schema([pa.field(f.name, _LARGE.get(f.type, f.type), True) for f in schema])
+
+
 def describe(schema: pa.Schema) -> str:
     """One line: `id: int64 not null, name: string`."""
     return ", ".join(f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in schema)

@@ -1,0 +1,267 @@
+"""PaimonSink: durable writes into a Paimon table over a Flight do_put stream (docs/protocol.md).
+
+The same surface as TableSink (`write`, `try_write`, `close`, `fail`, `with`), but every batch
+is acked only once the server has committed it to the table, and `close()` returns after the
+last ack. A named producer numbers its batches (`{"seq": N}`), starts after the table's
+`last_seq`, keeps what is not yet acked, and when the server goes away (restarted, killed)
+reconnects, asks `producer_state` and resends only what the table lacks: exactly-once.
+An unnamed producer cannot know which of its unacked batches were committed, so a lost
+connection is an error naming how many were unacked (at-least-once if the caller resends).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import queue
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import structlog
+
+from flight_server.wire import messages, names
+from flight_server.wire.errors import error_message
+from flight_server.wire.schemas import loosened, schema_difference
+from producers.sink import Slotted, SinkError
+
+log = structlog.get_logger(__name__)
+
+_CLOSE = object()
+_RETRYABLE = (flight.FlightUnavailableError,)
+
+
+class _Lost(Exception):
+    """The connection to the server broke (a named producer reconnects)."""
+
+
+class PaimonSink(Slotted):
+    """A producer's durable stream into one Paimon table; use as a context manager."""
+
+    def __init__(self, client, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
+                 call_timeout: float | None = None):
+        self.table, self.producer = table, producer
+        self.label = f"Paimon table {table!r}" + (f" (producer {producer!r})" if producer else "")
+        self.reconnect_timeout = reconnect_timeout
+        self._client = client
+        self._options = flight.FlightCallOptions(timeout=call_timeout)
+        self.schema = client.flight.get_schema(flight.FlightDescriptor.for_path(*names.paimon_path(table)),
+                                               options=client.options()).schema
+        self._stream_schema = loosened(self.schema)
+        # The table's last committed seq of this producer; batches are numbered after it.
+        self.last_seq: int | None = client.producer_state(table, producer) if producer else None
+        self._next_seq = 0 if self.last_seq is None else self.last_seq + 1
+        self.last_snapshot: int | None = None  # the snapshot of the latest ack
+        self.acked = 0  # batches acked (resent ones once)
+        self.reconnects = 0
+        self._lock = threading.Lock()
+        self._unacked: collections.deque = collections.deque()  # (seq, batch) sent, not yet acked
+        self._slot: queue.Queue = queue.Queue(maxsize=1)
+        self._error: BaseException | None = None
+        self._closed = False
+        self._writer = self._acks = self._acker = None
+        self._stream_sent = 0
+        self._ack_error: BaseException | None = None
+        self._open_stream()
+        self._sender = threading.Thread(target=self._send_loop, name=f"paimon-sink-{table}", daemon=True)
+        self._sender.start()
+
+    # -- the caller's side ---------------------------------------------------------------
+
+    def write(self, data: pa.RecordBatch | pa.Table, seq: int | None = None) -> None:
+        """Send a batch (or each batch of a table), waiting while the server's commit queue is full.
+        A named producer may number it itself with `seq` (strictly increasing; a table's batches get
+        seq, seq + 1, ...); by default each batch gets the next number after the last."""
+        for batch in self._batches(data):
+            self._put((self._number(seq), batch), None)
+            seq = None if seq is None else seq + 1
+
+    def try_write(self, batch: pa.RecordBatch, timeout: float = 0.0, seq: int | None = None) -> bool:
+        """Send `batch` if the sink takes it within `timeout` seconds; False leaves it unsent."""
+        if not isinstance(batch, pa.RecordBatch):
+            raise TypeError("try_write takes one pyarrow.RecordBatch; use write() for tables.")
+        (batch,) = self._batches(batch)
+        number = self._peek(seq)
+        if not self._put((number, batch), timeout):
+            return False
+        self._next_seq = number + 1
+        return True
+
+    def close(self) -> None:
+        """End the stream cleanly once every batch is committed; raises if any was refused or lost."""
+        if self._closed:
+            return
+        self._closed = True
+        self._put(_CLOSE, None, check=False)
+        self._sender.join()
+        if self._error is not None:
+            raise SinkError(f"The durable write into {self.label} failed: {error_message(self._error)}") from self._error
+
+    def fail(self, cause: BaseException | str) -> None:
+        """End the stream with an error: the server discards its batches not yet committed."""
+        if self._closed:
+            return
+        self._closed = True
+        message = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        self._put(("fail", message), None, check=False)
+        self._sender.join()
+
+    # -- numbering and checks ------------------------------------------------------------
+
+    def _peek(self, seq: int | None) -> int:
+        if seq is None:
+            return self._next_seq
+        if self.producer is None:
+            raise ValueError(f"{self.label}: only a named producer numbers its batches; open the sink with producer=.")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < self._next_seq:
+            raise ValueError(f"{self.label}: seq {seq!r} must be an integer >= {self._next_seq} (seqs increase).")
+        return seq
+
+    def _number(self, seq: int | None) -> int:
+        number = self._peek(seq)
+        self._next_seq = number + 1
+        return number
+
+    def _batches(self, data) -> list[pa.RecordBatch]:
+        batches = data.to_batches() if isinstance(data, pa.Table) else [data]
+        out = []
+        for b in batches:
+            diff = schema_difference(self._stream_schema, loosened(b.schema))
+            if diff is not None:
+                raise ValueError(f"Batch schema does not match {self.label}: {diff}.")
+            out.append(pa.RecordBatch.from_arrays(b.columns, schema=self._stream_schema))
+        return out
+
+    # -- the connection ------------------------------------------------------------------
+
+    def _descriptor(self) -> flight.FlightDescriptor:
+        if self.producer is None:
+            return flight.FlightDescriptor.for_path(*names.paimon_path(self.table))
+        return flight.FlightDescriptor.for_command(json.dumps(names.write_command(self.table, self.producer)))
+
+    def _open_stream(self) -> None:
+        self._writer, self._acks = self._client.flight.do_put(self._descriptor(), self._stream_schema,
+                                                              options=self._options)
+        self._stream_sent = 0
+        self._ack_error = None
+        self._acker = threading.Thread(target=self._ack_loop, args=(self._acks,), name=f"paimon-acks-{self.table}",
+                                       daemon=True)
+        self._acker.start()
+
+    def _write(self, seq: int, batch: pa.RecordBatch) -> None:
+        try:
+            if self.producer is None:
+                self._writer.write_batch(batch)
+            else:
+                self._writer.write_with_metadata(batch, pa.py_buffer(messages.batch_seq(seq)))
+        except _RETRYABLE as e:
+            raise _Lost(e) from e
+        self._stream_sent += 1
+
+    def _end_stream(self) -> None:
+        """Send the end marker and wait for the last ack (the server answers after the commit)."""
+        try:
+            self._writer.write_metadata(pa.py_buffer(messages.end(self._stream_sent)))
+            self._writer.done_writing()
+        except _RETRYABLE as e:
+            raise _Lost(e) from e
+        self._acker.join()
+        try:
+            self._writer.close()
+        except _RETRYABLE as e:
+            raise _Lost(e) from e
+        if isinstance(self._ack_error, _RETRYABLE):
+            raise _Lost(self._ack_error)
+        if self._ack_error is not None:
+            raise self._ack_error
+        with self._lock:
+            if self._unacked:
+                raise SinkError(f"The server ended the stream into {self.label} with {len(self._unacked)} "
+                                "batch(es) unacked.")
+
+    def _reconnect(self, cause: BaseException) -> None:
+        """A named producer's resume: a new stream, `producer_state`, then the unacked batches the
+        table lacks, resent in order; retried (with backoff) until `reconnect_timeout`."""
+        if self.producer is None:
+            with self._lock:
+                n = len(self._unacked)
+            raise SinkError(
+                f"The connection to the server broke with {n} batch(es) into {self.label} unacked; an unnamed "
+                "producer cannot know whether they were committed (resending them is at-least-once; name the "
+                f"producer for exactly-once): {cause}") from cause
+        deadline = time.monotonic() + self.reconnect_timeout
+        delay = 0.05
+        while True:
+            self._drop_stream()
+            try:
+                last = self._client.producer_state(self.table, self.producer)
+                self._open_stream()
+                with self._lock:
+                    while self._unacked and last is not None and self._unacked[0][0] <= last:
+                        self._unacked.popleft()
+                        self.acked += 1
+                    if last is not None:
+                        self.last_seq = max(last, self.last_seq if self.last_seq is not None else last)
+                    resend = list(self._unacked)
+                for seq, batch in resend:
+                    self._write(seq, batch)
+                self.reconnects += 1
+                log.info("sink_reconnected", sink=self.label, last_seq=last, resent=len(resend))
+                return
+            except (_Lost, *_RETRYABLE) as e:
+                if time.monotonic() + delay > deadline:
+                    raise SinkError(f"Could not reconnect {self.label} within {self.reconnect_timeout} s: {e}") from cause
+                time.sleep(delay)  # backoff while the server restarts: nothing to wait on but time
+                delay = min(delay * 2, 1.0)
+
+    def _drop_stream(self) -> None:
+        """Let go of a broken stream; its own errors are the reason we are here."""
+        try:
+            self._writer.close()
+        except (flight.FlightError, pa.ArrowException, OSError) as e:
+            log.debug("broken_stream_closed", sink=self.label, error=str(e).splitlines()[0] if str(e) else "")
+        self._acker.join(5)
+
+    # -- the threads ---------------------------------------------------------------------
+
+    def _send_loop(self) -> None:
+        try:
+            while True:
+                item = self._slot.get()
+                if isinstance(item, tuple) and item[0] == "fail":
+                    self._writer.write_metadata(pa.py_buffer(messages.producer_error(item[1])))
+                    self._writer.done_writing()
+                    self._drop_stream()
+                    return
+                if item is _CLOSE:
+                    while True:
+                        try:
+                            self._end_stream()
+                            return
+                        except _Lost as e:
+                            self._reconnect(e.__cause__ or e)  # then end the new stream
+                seq, batch = item
+                with self._lock:
+                    self._unacked.append((seq, batch))
+                try:
+                    self._write(seq, batch)
+                except _Lost as e:
+                    self._reconnect(e.__cause__ or e)  # resends the unacked batches, this one too
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by _raise_if_broken / close
+            self._error = self._error or e
+
+    def _ack_loop(self, acks) -> None:
+        try:
+            while (buf := acks.read()) is not None:
+                ack = messages.read_ack(buf)
+                with self._lock:
+                    if self._unacked and self._unacked[0][0] == ack.seq:
+                        self._unacked.popleft()
+                    self.acked += 1
+                    if self.producer is not None:
+                        self.last_seq = ack.seq
+                    if ack.snapshot is not None:
+                        self.last_snapshot = ack.snapshot
+        except BaseException as e:  # noqa: BLE001 - the sender reads it at the end, or reconnects
+            self._ack_error = e
