@@ -1,0 +1,233 @@
+"""Durable ingest: do_put into real pypaimon tables through a real server on a loopback port."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from flight_server.wire import messages, names
+from producers.sink import SinkError
+
+pytestmark = pytest.mark.timeout(120)
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("batch", pa.int64()), ("name", pa.string())])
+
+
+def rows(batch_no: int, n: int = 50) -> pa.RecordBatch:
+    ids = [batch_no * 1000 + i for i in range(n)]
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([batch_no] * n, pa.int64()),
+                            pa.array([f"r{i}" for i in ids])], schema=SCHEMA)
+
+
+def read(client, table: str, snapshot: int | None = None) -> pa.Table:
+    cmd = {"table": table} if snapshot is None else {"table": table, "snapshot": snapshot}
+    info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
+    parts = [client.flight.do_get(e.ticket).read_all() for e in info.endpoints]
+    return pa.concat_tables([p.select(SCHEMA.names).cast(SCHEMA) for p in parts]) if parts else SCHEMA.empty_table()
+
+
+def put_raw(client, descriptor, batches, metadata=None, schema=SCHEMA):
+    """A plain Flight do_put; returns the acks in order (what the server answered per batch)."""
+    writer, reader = client.flight.do_put(descriptor, schema)
+    for i, b in enumerate(batches):
+        meta = metadata(i) if metadata else None
+        if meta is None:
+            writer.write_batch(b)
+        else:
+            writer.write_with_metadata(b, pa.py_buffer(meta))
+    writer.write_metadata(pa.py_buffer(messages.end(len(batches))))
+    writer.done_writing()
+    acks = []
+    while (buf := reader.read()) is not None:
+        acks.append(messages.read_ack(buf))
+    writer.close()
+    return acks
+
+
+@pytest.mark.parametrize("keys,options", [
+    ([], {}),                                          # append, bucket -1 (unaware)
+    ([], {"bucket": "3", "bucket-key": "id"}),         # append, fixed buckets
+    (["id"], {"bucket": "2"}),                         # primary key, fixed buckets
+    (["id"], {}),                                      # primary key, dynamic buckets (-1)
+])
+def test_every_acked_batch_is_in_the_snapshot_its_ack_names(client, keys, options):
+    client.create_table("db.t", SCHEMA, primary_keys=keys, options=options)
+    acks = put_raw(client, flight.FlightDescriptor.for_path(*names.paimon_path("db.t")), [rows(b) for b in range(6)])
+    assert [a.seq for a in acks] == list(range(6))
+    for ack in acks:
+        assert ack.snapshot is not None
+        at = set(read(client, "db.t", ack.snapshot).column("batch").to_pylist())
+        before = set(read(client, "db.t", ack.snapshot - 1).column("batch").to_pylist()) if ack.snapshot > 1 else set()
+        assert ack.seq in at, f"batch {ack.seq} is not in snapshot {ack.snapshot}"
+        assert ack.seq not in before, f"batch {ack.seq} was already in snapshot {ack.snapshot - 1}"
+    table = read(client, "db.t")
+    assert sorted(table.column("id").to_pylist()) == sorted(i for b in range(6) for i in rows(b).column(0).to_pylist())
+
+
+def test_close_returns_after_the_last_ack_and_the_rows_are_there(client):
+    client.create_table("db.t", SCHEMA, partition_keys=["batch"])
+    with client.paimon_sink("db.t") as sink:
+        for b in range(10):
+            sink.write(rows(b))
+    assert sink.acked == 10 and sink.last_snapshot is not None
+    got = read(client, "db.t", sink.last_snapshot)
+    assert got.num_rows == 500 and sorted(set(got.column("batch").to_pylist())) == list(range(10))
+
+
+def test_group_commit_puts_concurrent_producers_into_shared_snapshots(server, client):
+    client.create_table("db.t", SCHEMA)
+    sinks = [client.paimon_sink("db.t", producer=f"p{i}") for i in range(4)]
+    for b in range(5):
+        for i, sink in enumerate(sinks):
+            sink.write(rows(i * 100 + b))
+    for sink in sinks:
+        sink.close()
+    table = read(client, "db.t")
+    assert table.num_rows == 4 * 5 * 50
+    latest = client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"]
+    assert latest < 20, f"{latest} snapshots for 20 batches: the committer did not group them"
+    assert [client.producer_state("db.t", f"p{i}") for i in range(4)] == [4, 4, 4, 4]
+
+
+def test_a_named_producer_resumes_and_a_resent_batch_is_not_written_twice(client):
+    client.create_table("db.t", SCHEMA)
+    assert client.producer_state("db.t", "p1") is None
+    with client.paimon_sink("db.t", producer="p1") as sink:
+        for b in range(3):
+            sink.write(rows(b))
+    assert sink.last_seq == 2 and client.producer_state("db.t", "p1") == 2
+    # A producer that lost its acks resends 1..4: 1 and 2 are acked without being written.
+    desc = flight.FlightDescriptor.for_command(json.dumps(names.write_command("db.t", "p1")))
+    acks = put_raw(client, desc, [rows(b) for b in (1, 2, 3, 4)], metadata=lambda i: messages.batch_seq(i + 1))
+    assert [a.seq for a in acks] == [1, 2, 3, 4]
+    assert acks[0].snapshot == acks[1].snapshot == sink.last_snapshot
+    ids = read(client, "db.t").column("id").to_pylist()
+    assert len(ids) == len(set(ids)) == 5 * 50
+    resumed = client.paimon_sink("db.t", producer="p1")
+    assert resumed.last_seq == 4
+    resumed.write(rows(5))
+    resumed.close()
+    assert client.producer_state("db.t", "p1") == 5
+
+
+def test_the_producer_map_survives_a_server_restart(warehouse):
+    from tests.conftest import RunningServer
+    from producers import Client
+
+    first = RunningServer(warehouse)
+    c = Client(first.uri, timeout=10)
+    c.create_table("db.t", SCHEMA)
+    with c.paimon_sink("db.t", producer="a") as a, c.paimon_sink("db.t", producer="b") as b:
+        a.write(rows(1), seq=10)
+        b.write(rows(2), seq=7)
+    with c.paimon_sink("db.t", producer="a") as a:
+        a.write(rows(3))
+    first.stop()
+    second = RunningServer(warehouse)
+    try:
+        c2 = Client(second.uri, timeout=10)
+        assert (c2.producer_state("db.t", "a"), c2.producer_state("db.t", "b")) == (11, 7)
+    finally:
+        second.stop()
+
+
+def test_named_producer_batches_must_carry_increasing_seqs(client):
+    client.create_table("db.t", SCHEMA)
+    desc = flight.FlightDescriptor.for_command(json.dumps(names.write_command("db.t", "p1")))
+    with pytest.raises(pa.ArrowInvalid, match=r"carries no app_metadata \{\"seq\": N\}"):
+        put_raw(client, desc, [rows(0)])
+    with pytest.raises(pa.ArrowInvalid, match="seq 3 after 5"):
+        put_raw(client, desc, [rows(0), rows(1)], metadata=lambda i: messages.batch_seq([5, 3][i]))
+    assert client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"] is None
+
+
+def test_a_mismatched_schema_is_refused_naming_the_column_and_nothing_is_written(client):
+    client.create_table("db.t", SCHEMA)
+    wrong = pa.schema([("id", pa.int64()), ("batch", pa.int32()), ("name", pa.string())])
+    batch = pa.record_batch([pa.array([1], pa.int64()), pa.array([1], pa.int32()), pa.array(["x"])], schema=wrong)
+    with pytest.raises(pa.ArrowInvalid, match="column 'batch' has type int32, expected int64"):
+        put_raw(client, flight.FlightDescriptor.for_path("paimon", "db.t"), [batch], schema=wrong)
+    with pytest.raises(ValueError, match="column 'batch' has type int32"):
+        client.paimon_sink("db.t").write(batch)
+    assert client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"] is None
+
+
+def test_a_null_in_a_not_null_key_refuses_the_batch_and_nothing_of_it_is_written(client):
+    client.create_table("db.t", SCHEMA, primary_keys=["id"], options={"bucket": "2"})
+    loose = pa.schema([("id", pa.int64()), ("batch", pa.int64()), ("name", pa.string())])
+    good = pa.record_batch([pa.array([1, 2], pa.int64()), pa.array([0, 0], pa.int64()), pa.array(["a", "b"])], schema=loose)
+    assert [a.seq for a in put_raw(client, flight.FlightDescriptor.for_path("paimon", "db.t"), [good], schema=loose)] == [0]
+    bad = pa.record_batch([pa.array([3, None], pa.int64()), pa.array([1, 1], pa.int64()), pa.array(["c", "d"])], schema=loose)
+    with pytest.raises(SinkError, match="1 null\\(s\\) in column 'id', which is NOT NULL"):
+        with client.paimon_sink("db.t") as sink:
+            sink.write(bad)
+    assert sorted(read(client, "db.t").column("id").to_pylist()) == [1, 2]
+
+
+def test_an_unknown_table_is_not_found(client):
+    with pytest.raises(KeyError, match="Paimon table 'db.nope' does not exist"):  # NOT_FOUND
+        put_raw(client, flight.FlightDescriptor.for_path("paimon", "db.nope"), [rows(0)])
+    with pytest.raises(pa.ArrowInvalid, match="is not 'DB.TABLE'"):
+        put_raw(client, flight.FlightDescriptor.for_command(b'{"write": "nodot"}'), [rows(0)])
+
+
+def test_a_failed_commit_reaches_the_producer_with_its_cause_and_nothing_unacked_is_committed(client, warehouse):
+    import os
+    import shutil
+
+    client.create_table("db.t", SCHEMA)
+    with client.paimon_sink("db.t", producer="p") as sink:
+        sink.write(rows(0))
+    manifest = os.path.join(warehouse, "db.db", "t", "manifest")
+    saved = manifest + ".saved"
+    shutil.move(manifest, saved)
+    open(manifest, "w").close()  # a file where the commit writes its manifests: every commit fails
+    try:
+        sink = client.paimon_sink("db.t", producer="p")
+        with pytest.raises(SinkError, match="group commit into Paimon table 'db.t' failed: .*manifest"):
+            sink.write(rows(1))
+            sink.close()
+        assert sink.last_seq == 0 and sink.acked == 0
+    finally:
+        os.remove(manifest)
+        shutil.move(saved, manifest)
+    assert client.producer_state("db.t", "p") == 0
+    assert sorted(set(read(client, "db.t").column("batch").to_pylist())) == [0]
+    with client.paimon_sink("db.t", producer="p") as again:  # the table works again once the cause is gone
+        again.write(rows(1))
+    assert sorted(set(read(client, "db.t").column("batch").to_pylist())) == [0, 1]
+
+
+def test_create_table_errors_name_what_to_fix(client):
+    with pytest.raises(pa.ArrowInvalid, match="primary_keys column 'nope' is not in the schema"):
+        client.create_table("db.t", SCHEMA, primary_keys=["nope"])
+    with pytest.raises(pa.ArrowInvalid, match="needs option 'bucket-key'"):
+        client.create_table("db.t", SCHEMA, options={"bucket": "4"})
+    client.create_table("db.t", SCHEMA)
+    with pytest.raises(flight.FlightServerError, match="Paimon table 'db.t' already exists"):
+        client.create_table("db.t", SCHEMA)
+
+
+def test_a_half_close_without_the_end_marker_discards_the_unacked_batches(warehouse):
+    from tests.conftest import RunningServer
+    from producers import Client
+
+    running = RunningServer(warehouse, commit_interval_ms=60_000)  # after a commit, the next waits a minute
+    try:
+        client = Client(running.uri, timeout=10)
+        client.create_table("db.t", SCHEMA)
+        with client.paimon_sink("db.t") as sink:
+            sink.write(rows(0))  # committed at once (nothing was committed before), then the clock runs
+        writer, reader = client.flight.do_put(flight.FlightDescriptor.for_path("paimon", "db.t"), SCHEMA)
+        writer.write_batch(rows(1))  # queued behind the interval
+        writer.done_writing()
+        with pytest.raises(flight.FlightServerError, match="half-closed after 1 batch\\(es\\) without its end marker"):
+            while reader.read() is not None:
+                pass
+            writer.close()
+        assert sorted(set(read(client, "db.t").column("batch").to_pylist())) == [0]
+    finally:
+        running.stop()
