@@ -41,10 +41,18 @@ class FollowProgress:
 class Client:
     """Talks to one flight-paimon server. Every unary call carries `timeout` seconds."""
 
-    def __init__(self, uri: str = "grpc://127.0.0.1:8815", timeout: float = 30.0):
+    def __init__(self, uri: str = "grpc://127.0.0.1:8815", timeout: float = 30.0,
+                 max_reconnect_backoff_s: float | None = None):
+        """`max_reconnect_backoff_s` caps gRPC's wait between connection attempts after the server
+        went away (gRPC's own default grows to 120 s); a sink that resumes writes sets it low."""
         self.uri = uri
         self.timeout = timeout
-        self.flight = flight.FlightClient(uri)
+        options = []
+        if max_reconnect_backoff_s is not None:
+            ms = max(1, int(max_reconnect_backoff_s * 1000))
+            options = [("grpc.initial_reconnect_backoff_ms", min(100, ms)), ("grpc.min_reconnect_backoff_ms", min(100, ms)),
+                       ("grpc.max_reconnect_backoff_ms", ms)]
+        self.flight = flight.FlightClient(uri, generic_options=options)
 
     def options(self, timeout: float | None = -1.0) -> flight.FlightCallOptions:
         return flight.FlightCallOptions(timeout=self.timeout if timeout == -1.0 else timeout)
@@ -109,11 +117,12 @@ class Client:
         return self.action(names.PRODUCER_STATE, {"table": table, "producer": producer})["last_seq"]
 
     def paimon_sink(self, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
-                    call_timeout: float | None = None) -> PaimonSink:
+                    call_timeout: float | None = None, max_unacked: int = 64) -> PaimonSink:
         """A durable writer into Paimon table `table`: `write` batches, `close` returns once every
         batch is committed. A named `producer` is exactly-once: it resumes after the table's
-        `last_seq` and, if the server goes away, reconnects and resends only what the table lacks."""
-        return PaimonSink(self, table, producer, reconnect_timeout, call_timeout)
+        `last_seq` and, if the server goes away, reconnects and resends only what the table lacks.
+        At most `max_unacked` batches are in flight (kept for resending): `write` waits past it."""
+        return PaimonSink(self, table, producer, reconnect_timeout, call_timeout, max_unacked)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -40,11 +40,14 @@ class PaimonSink(Slotted):
     """A producer's durable stream into one Paimon table; use as a context manager."""
 
     def __init__(self, client, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
-                 call_timeout: float | None = None):
+                 call_timeout: float | None = None, max_unacked: int = 64):
         self.table, self.producer = table, producer
+        self.max_unacked = max_unacked  # batches kept for resending; `write` waits past it
         self.label = f"Paimon table {table!r}" + (f" (producer {producer!r})" if producer else "")
         self.reconnect_timeout = reconnect_timeout
-        self._client = client
+        # Its own connection: after a server restart gRPC would otherwise wait up to 2 minutes
+        # between connection attempts; this one retries at least every half second.
+        self._client = type(client)(client.uri, timeout=client.timeout, max_reconnect_backoff_s=0.5)
         self._options = flight.FlightCallOptions(timeout=call_timeout)
         self.schema = client.flight.get_schema(flight.FlightDescriptor.for_path(*names.paimon_path(table)),
                                                options=client.options()).schema
@@ -55,7 +58,7 @@ class PaimonSink(Slotted):
         self.last_snapshot: int | None = None  # the snapshot of the latest ack
         self.acked = 0  # batches acked (resent ones once)
         self.reconnects = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._unacked: collections.deque = collections.deque()  # (seq, batch) sent, not yet acked
         self._slot: queue.Queue = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
@@ -95,6 +98,7 @@ class PaimonSink(Slotted):
         self._closed = True
         self._put(_CLOSE, None, check=False)
         self._sender.join()
+        self._client.close()
         if self._error is not None:
             raise SinkError(f"The durable write into {self.label} failed: {error_message(self._error)}") from self._error
 
@@ -106,6 +110,7 @@ class PaimonSink(Slotted):
         message = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         self._put(("fail", message), None, check=False)
         self._sender.join()
+        self._client.close()
 
     # -- numbering and checks ------------------------------------------------------------
 
@@ -213,12 +218,15 @@ class PaimonSink(Slotted):
                 if time.monotonic() + delay > deadline:
                     raise SinkError(f"Could not reconnect {self.label} within {self.reconnect_timeout} s: {e}") from cause
                 time.sleep(delay)  # backoff while the server restarts: nothing to wait on but time
-                delay = min(delay * 2, 1.0)
+                delay = min(delay * 2, 0.5)
 
     def _drop_stream(self) -> None:
-        """Let go of a broken stream; its own errors are the reason we are here."""
+        """Let go of a broken stream (once); its own errors are the reason we are here."""
+        if self._writer is None:
+            return
+        writer, self._writer = self._writer, None
         try:
-            self._writer.close()
+            writer.close()
         except (flight.FlightError, pa.ArrowException, OSError) as e:
             log.debug("broken_stream_closed", sink=self.label, error=str(e).splitlines()[0] if str(e) else "")
         self._acker.join(5)
@@ -230,6 +238,8 @@ class PaimonSink(Slotted):
             while True:
                 item = self._slot.get()
                 if isinstance(item, tuple) and item[0] == "fail":
+                    if self._writer is None:
+                        return  # the stream is gone: the server has discarded what it had not committed
                     self._writer.write_metadata(pa.py_buffer(messages.producer_error(item[1])))
                     self._writer.done_writing()
                     self._drop_stream()
@@ -243,6 +253,9 @@ class PaimonSink(Slotted):
                             self._reconnect(e.__cause__ or e)  # then end the new stream
                 seq, batch = item
                 with self._lock:
+                    # Bounded memory for resends; a dead ack reader means the write below fails.
+                    while len(self._unacked) >= self.max_unacked and self._acker.is_alive():
+                        self._lock.wait(0.1)
                     self._unacked.append((seq, batch))
                 try:
                     self._write(seq, batch)
@@ -258,6 +271,7 @@ class PaimonSink(Slotted):
                 with self._lock:
                     if self._unacked and self._unacked[0][0] == ack.seq:
                         self._unacked.popleft()
+                        self._lock.notify_all()
                     self.acked += 1
                     if self.producer is not None:
                         self.last_seq = ack.seq

@@ -21,7 +21,7 @@ def examples() -> list[tuple[str, str, dict]]:
 
 def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(client, warehouse):
     found = examples()
-    assert len(found) == 13, [(k, n) for k, n, _ in found]  # a new example must be counted here
+    assert len(found) == 16, [(k, n) for k, n, _ in found]  # a new example must be counted here
     # What the examples name: push table "orders" with two batches, Paimon table db.orders with
     # two snapshots, and (created by the register example itself) push table "clicks".
     wh = Warehouse(warehouse)
@@ -36,6 +36,11 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
             assert isinstance(result, dict), (name, result)
             if name == "register":
                 assert result == {"name": body["name"], "partitions": body["partitions"], "capacity": body["capacity"]}
+        elif "write" in body:  # a durable write's do_put target: one batch into db.orders, acked once committed
+            sink = client.paimon_sink(body["write"], producer=body["producer"])
+            sink.write(rows(100, 3))
+            sink.close()
+            assert sink.acked == 1 and client.producer_state(body["write"], body["producer"]) == 0
         else:
             fi = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(body)),
                                                options=client.options())

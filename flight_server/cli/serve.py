@@ -28,6 +28,8 @@ def _check_port_free(host: str, port: int) -> None:
         raise CliError(f"--host {host!r} does not resolve ({e.strerror}).") from None
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
+        # As gRPC binds: connections of a killed predecessor left in TIME_WAIT do not count.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as e:
