@@ -143,58 +143,132 @@ def demo_paimon(uri: str, warehouse: str) -> None:
     print(run(*viewer, "--limit", "5"), end="")
 
 
+def demo_ingest(uri: str, warehouse: str, spark) -> None:
+    """Durable writes: named producers push into a Paimon table through a second server that is
+    SIGKILLed and restarted mid-run; a tail and a Spark stream on the first server see every row once."""
+    import collections
+    import json
+    import signal
+    import socket
+    import threading
+
+
+    section("durable writes: flight_cli create, then 4 named producers push into a Paimon table")
+    name = f"demo.events_{int(time.time())}"
+    print(run(sys.executable, "-m", "flight_server.cli", "create", name,
+              "--schema", "producer:string,seq:int64,id:int64", "--uri", uri).strip())
+    with socket.socket() as s:  # the ingest server restarts on the same port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ingest = ServerProcess(warehouse, "--port", str(port), log_level="warning", stderr=None)
+    producers, batches, rows = 4, 30, 250
+    expected = producers * batches * rows
+
+    tail = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", name, "--from", "earliest",
+                             "--format", "jsonl", "--limit", str(expected), "--uri", uri],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV, cwd=ROOT)
+    seen_by_spark: list[tuple] = []
+    lock = threading.Lock()
+    query = None
+    if spark is not None:
+        def collect(df, epoch):
+            got = [tuple(r) for r in df.select("producer", "seq", "id").collect()]
+            with lock:
+                seen_by_spark.extend(got)
+
+        query = (spark.readStream.format("flight-paimon").option("uri", uri).option("table", name)
+                 .option("scan.mode", "earliest").load()
+                 .writeStream.foreachBatch(collect).trigger(processingTime="500 milliseconds").start())
+    procs = [subprocess.Popen([sys.executable, "-m", "producers.examples.events", name, "--uri", ingest.uri,
+                               "--producer", f"p{i}", "--batches", str(batches), "--rows", str(rows), "--rate", "6"],
+                              stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT) for i in range(producers)]
+    for p in procs:  # the kill lands mid-run: once every producer has had batch 5 acked
+        while not ((line := p.stdout.readline()).startswith("acked ") and int(line.split()[1]) >= 5):
+            if not line:
+                raise SystemExit("demo step failed: a producer ended before its batch 5 was acked")
+    ingest.proc.send_signal(signal.SIGKILL)
+    ingest.proc.wait(10)
+    acked = {f"p{i}": Client(uri).producer_state(name, f"p{i}") for i in range(producers)}
+    print(f"SIGKILLed the ingest server mid-run (the table holds up to seq {json.dumps(acked)}); "
+          f"restarting it on port {port}; the producers reconnect and resend only what it lacks")
+    ingest = ServerProcess(warehouse, "--port", str(port), log_level="warning", stderr=None)
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=120)
+            print(out.strip().splitlines()[-1])
+        state = {f"p{i}": Client(uri).producer_state(name, f"p{i}") for i in range(producers)}
+        print(f"producer_state: {json.dumps(state)}")
+        tail_out, _ = tail.communicate(timeout=60)
+        tail_rows = [json.loads(line) for line in tail_out.splitlines()]
+        distinct = {(r["producer"], r["seq"], r["id"]) for r in tail_rows}
+        print(f"flight_cli tail --from earliest: {len(tail_rows)} rows, {len(distinct)} distinct (expected {expected})")
+        if query is not None:
+            deadline = time.monotonic() + 60
+            while len(seen_by_spark) < expected and time.monotonic() < deadline:
+                time.sleep(0.2)
+            query.stop()
+            with lock:
+                counts = collections.Counter(seen_by_spark)
+            print(f"spark.readStream: {sum(counts.values())} rows, {len(counts)} distinct, "
+                  f"{sum(1 for c in counts.values() if c > 1)} seen twice (expected {expected} once each)")
+    finally:
+        ingest.stop()
+
+
 def _latest_demo_table(warehouse: str) -> str | None:
     tables = sorted(Path(warehouse, "demo.db").glob("orders_*"))
     return f"demo.{tables[-1].name}" if tables else None
 
 
-def demo_spark(uri: str, warehouse: str, paimon_table: str | None) -> None:
+def start_spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = str(ROOT)
     from pyspark.sql import SparkSession
 
-    from producers.examples.counter import SCHEMA
     from spark_reader import register
 
-    section("Spark: batch reads of a Paimon table and a push table, a streaming query over a push table")
     spark = (SparkSession.builder.master("local[2]").appName("flight-paimon-demo")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    try:
-        register(spark)
-        if paimon_table:
-            df = spark.read.format("flight-paimon").option("uri", uri).option("table", paimon_table).load()
-            print(f"spark.read {paimon_table}: {df.rdd.getNumPartitions()} partitions, "
-                  f"{df.count()} rows, sum(amount) = {df.agg({'amount': 'sum'}).first()[0]}")
+    register(spark)
+    return spark
 
-        client = Client(uri)
-        client.register("demo_spark_batch", SCHEMA, capacity=16, partitions=2)
-        producers = [subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_spark_batch",
-                                       "--uri", uri, "--partition", str(p), "--batches", "20", "--rows", "500"],
-                                      stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT) for p in range(2)]
-        df = spark.read.format("flight-paimon").option("uri", uri).option("push", "demo_spark_batch").load()
-        print(f"spark.read push demo_spark_batch while 2 producers push: {df.count()} rows (expected 20000)")
-        for p in producers:
-            p.wait(60)
 
-        client.register("demo_spark_stream", SCHEMA, capacity=16)
-        producer = subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_spark_stream",
-                                     "--uri", uri, "--batches", "40", "--rows", "100", "--rate", "10"],
-                                    stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT)
-        seen = []
-        stream = (spark.readStream.format("flight-paimon").option("uri", uri).option("push", "demo_spark_stream").load()
-                  .writeStream.foreachBatch(lambda df, epoch: seen.append((epoch, df.count())))
-                  .trigger(processingTime="500 milliseconds").start())
-        producer.wait(60)
-        deadline = time.monotonic() + 30
-        while sum(n for _, n in seen) < 4000 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        stream.stop()
-        print(f"readStream push demo_spark_stream: {sum(n for _, n in seen)} rows (expected 4000) "
-              f"in {len(seen)} micro-batches")
-    finally:
-        spark.stop()
+def demo_spark(spark, uri: str, paimon_table: str | None) -> None:
+    from producers.examples.counter import SCHEMA
+
+    section("Spark: batch reads of a Paimon table and a push table, a streaming query over a push table")
+    if paimon_table:
+        df = spark.read.format("flight-paimon").option("uri", uri).option("table", paimon_table).load()
+        print(f"spark.read {paimon_table}: {df.rdd.getNumPartitions()} partitions, "
+              f"{df.count()} rows, sum(amount) = {df.agg({'amount': 'sum'}).first()[0]}")
+
+    client = Client(uri)
+    client.register("demo_spark_batch", SCHEMA, capacity=16, partitions=2)
+    producers = [subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_spark_batch",
+                                   "--uri", uri, "--partition", str(p), "--batches", "20", "--rows", "500"],
+                                  stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT) for p in range(2)]
+    df = spark.read.format("flight-paimon").option("uri", uri).option("push", "demo_spark_batch").load()
+    print(f"spark.read push demo_spark_batch while 2 producers push: {df.count()} rows (expected 20000)")
+    for p in producers:
+        p.wait(60)
+
+    client.register("demo_spark_stream", SCHEMA, capacity=16)
+    producer = subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_spark_stream",
+                                 "--uri", uri, "--batches", "40", "--rows", "100", "--rate", "10"],
+                                stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT)
+    seen = []
+    stream = (spark.readStream.format("flight-paimon").option("uri", uri).option("push", "demo_spark_stream").load()
+              .writeStream.foreachBatch(lambda df, epoch: seen.append((epoch, df.count())))
+              .trigger(processingTime="500 milliseconds").start())
+    producer.wait(60)
+    deadline = time.monotonic() + 30
+    while sum(n for _, n in seen) < 4000 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stream.stop()
+    print(f"readStream push demo_spark_stream: {sum(n for _, n in seen)} rows (expected 4000) "
+          f"in {len(seen)} micro-batches")
 
 
 def main() -> int:
@@ -205,13 +279,18 @@ def main() -> int:
     args = p.parse_args()
     os.makedirs(args.warehouse, exist_ok=True)
     server, uri, metrics_url = start_server(args.warehouse)
+    spark = None
     try:
         demo_push(uri, args.batches)
         demo_paimon(uri, args.warehouse)
         if not args.no_spark:
-            demo_spark(uri, args.warehouse, _latest_demo_table(args.warehouse))
+            spark = start_spark()
+            demo_spark(spark, uri, _latest_demo_table(args.warehouse))
+        demo_ingest(uri, args.warehouse, spark)
         demo_operations(uri, metrics_url)
     finally:
+        if spark is not None:
+            spark.stop()
         server.terminate()
         server.wait(15)
     print("\ndemo finished", flush=True)

@@ -231,3 +231,22 @@ def test_a_half_close_without_the_end_marker_discards_the_unacked_batches(wareho
         assert sorted(set(read(client, "db.t").column("batch").to_pylist())) == [0]
     finally:
         running.stop()
+
+
+def test_producer_state_on_another_server_follows_the_writes_of_the_first(server, client, warehouse):
+    from tests.conftest import RunningServer
+    from producers import Client
+
+    client.create_table("db.t", SCHEMA)
+    other = RunningServer(warehouse)
+    try:
+        reader = Client(other.uri, timeout=10)
+        assert reader.producer_state("db.t", "p") is None
+        with client.paimon_sink("db.t", producer="p") as sink:
+            sink.write(rows(0))
+        assert reader.producer_state("db.t", "p") == 0
+        with client.paimon_sink("db.t", producer="p") as sink:
+            sink.write(rows(1))
+        assert reader.producer_state("db.t", "p") == 1
+    finally:
+        other.stop()

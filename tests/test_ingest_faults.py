@@ -1,5 +1,5 @@
 """Durable ingest under faults: real server processes SIGKILLed and restarted, real producer
-processes killed mid-stream, real pypaimon tables. `scripts/ingest_faults.py` runs longer rounds."""
+processes killed mid-stream, real pypaimon tables."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from flight_server.cli.process import ROOT, ServerProcess, child_env
 from producers import Client
 from tests.conftest import wait_for
-from tests.durable_producer import SCHEMA, batch
+from producers.examples.events import SCHEMA, batch
 
 ROWS = 200
 
@@ -98,7 +98,8 @@ def client_state(uri: str, producer: str) -> int | None:
 def test_a_producer_killed_mid_stream_leaves_its_acked_batches_and_no_partial_one(server_process):
     client = Client(server_process.uri, timeout=10)
     client.create_table("db.events", SCHEMA, options={"bucket": "2", "bucket-key": "id"})
-    argv = [sys.executable, "-m", "tests.durable_producer", server_process.uri, "db.events", "k1", "100000", str(ROWS)]
+    argv = [sys.executable, "-m", "producers.examples.events", "db.events", "--uri", server_process.uri,
+            "--producer", "k1", "--batches", "100000", "--rows", str(ROWS)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
     acked = None
     try:
@@ -118,9 +119,10 @@ def test_a_producer_killed_mid_stream_leaves_its_acked_batches_and_no_partial_on
     assert last >= acked and sorted(s for _, s in held) == list(range(last + 1))
 
     # Restarted, it resumes after last_seq: every batch once.
-    argv[6] = str(last + 4)  # BATCHES: four more than the table holds
+    argv[argv.index("--batches") + 1] = str(last + 4)  # four more than the table holds
     done = subprocess.run(argv, capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[0] == f"resume {last}"
+    assert done.stdout.splitlines()[-1].startswith(f"done: the table holds batches 0..{last + 3} of k1")
     held = batches_held(table_rows(client, "db.events"))
     assert dict(held) == {("k1", s): ROWS for s in range(last + 4)}

@@ -60,8 +60,11 @@ class Ingest:
         return fresh
 
     def producer_state(self, name: str, producer: str) -> dict:
-        committer = self.committer(name)
-        return {"last_seq": committer.producers.last_seq(producer)}
+        """What the table holds of the producer: read afresh, since another server (or this one
+        before a restart) may have committed for it since."""
+        producers = self.committer(name).producers
+        producers.refresh()
+        return {"last_seq": producers.last_seq(producer)}
 
     def queued_bytes(self) -> dict[str, int]:
         with self._lock:
