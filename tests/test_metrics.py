@@ -77,3 +77,23 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         status = client.action(names.HEALTH)
         assert status["status"] == "serving" and status["push_tables"] == 2 and status["uptime_s"] > 0
         client.close()
+
+
+@pytest.mark.timeout(60)
+def test_metrics_count_durable_writes_and_their_group_commits(warehouse):
+    from producers.examples.events import SCHEMA as EVENTS, batch
+
+    with ServerProcess(warehouse, "--metrics-port", "0") as server:
+        url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
+        client = Client(server.uri, timeout=10)
+        client.create_table("db.events", EVENTS)
+        with client.paimon_sink("db.events", producer="p") as sink:
+            for seq in range(5):
+                sink.write(batch("p", seq, 10))
+        latest = client.action(names.LATEST_SNAPSHOT, {"table": "db.events"})["snapshot_id"]
+        m = scrape(url)
+        label = (("table", "db.events"),)
+        assert m[("flight_paimon_ingest_committed_rows_total", label)] == 50
+        assert m[("flight_paimon_ingest_commits_total", label)] == latest  # one snapshot per group commit
+        assert m[("flight_paimon_ingest_commit_seconds_count", label)] == latest
+        assert m[("flight_paimon_rows_total", (("direction", "in"), ("kind", "paimon"), ("table", "db.events")))] == 50
