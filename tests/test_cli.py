@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
@@ -160,3 +161,31 @@ def test_a_counter_waiting_on_a_full_partition_says_so(server_process):
     finally:
         producer.kill()
         producer.wait(10)
+
+
+def test_create_makes_a_paimon_table_for_durable_writes_and_explains_mistakes(server_process, tmp_path):
+    uri = ["--uri", server_process.uri]
+    out = cli("create", "db.orders", "--schema", "id:int64!,region:string,amount:double", "--primary-key", "id,region",
+              "--partition-by", "region", "--buckets", "2", "--option", "file.format=parquet", *uri)
+    assert out.returncode == 0, out.stderr
+    created = json.loads(out.stdout)
+    assert created["primary_keys"] == ["id", "region"] and created["partition_keys"] == ["region"]
+    assert created["options"]["bucket"] == "2" and created["schema"].startswith("id: int64 not null")
+    client = Client(server_process.uri, timeout=10)
+    with client.paimon_sink("db.orders") as sink:
+        sink.write(pa.table({"id": [1, 2], "region": ["eu", "us"], "amount": [1.5, 2.5]}))
+    assert sink.acked == 1
+    cases = [
+        (["create", "db.orders", "--schema", "id:int64"], 1, "Paimon table 'db.orders' already exists"),
+        (["create", "db.raw", "--schema", "id:int64", "--buckets", "4"], 2, "needs option 'bucket-key'"),
+        (["create", "db.raw", "--schema", "id:int64", "--primary-key", "nope"], 2, "column 'nope' is not in the schema"),
+        (["create", "nodot", "--schema", "id:int64"], 2, "is not 'DB.TABLE'"),
+        (["create", "db.raw", "--schema", "id:int99"], 2, "Unknown column type 'int99'"),
+        (["create", "db.raw", "--schema", "id:int64", "--option", "bucket"], 2, "is not KEY=VALUE"),
+    ]
+    for args, code, words in cases:
+        out = cli(*args, *uri)
+        assert out.returncode == code and words in out.stderr, (args, out.returncode, out.stderr)
+        assert "Traceback" not in out.stderr, out.stderr
+    out = cli("serve", "--port", "0", "--warehouse", str(tmp_path / "w"), "--commit-interval-ms", "0")
+    assert out.returncode == 2 and "must be positive" in out.stderr, out.stderr
