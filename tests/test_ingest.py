@@ -250,3 +250,34 @@ def test_producer_state_on_another_server_follows_the_writes_of_the_first(server
         assert reader.producer_state("db.t", "p") == 1
     finally:
         other.stop()
+
+
+def test_a_second_stream_of_a_producer_fences_the_first_and_nothing_is_written_twice(warehouse):
+    from tests.conftest import RunningServer
+    from producers import Client
+
+    running = RunningServer(warehouse, commit_interval_ms=1000)
+    try:
+        client = Client(running.uri, timeout=10)
+        client.create_table("db.t", SCHEMA)
+        with client.paimon_sink("db.t", producer="p") as first:
+            first.write(rows(0))  # committed at once; the next commit waits out the interval
+        desc = flight.FlightDescriptor.for_command(json.dumps(names.write_command("db.t", "p")))
+        old_writer, old_acks = client.flight.do_put(desc, SCHEMA)
+        for seq in (1, 2):
+            old_writer.write_with_metadata(rows(seq), pa.py_buffer(messages.batch_seq(seq)))
+        # The producer "restarts" while its first stream still has batches 1 and 2 queued.
+        with client.paimon_sink("db.t", producer="p") as again:
+            assert again.last_seq == 0
+            for seq in (1, 2, 3):
+                again.write(rows(seq))
+        with pytest.raises(flight.FlightServerError, match="A newer stream of producer 'p' .* took over"):
+            old_writer.done_writing()
+            while old_acks.read() is not None:
+                pass
+            old_writer.close()
+        batches = read(client, "db.t").column("batch").to_pylist()
+        assert sorted(set(batches)) == [0, 1, 2, 3] and len(batches) == 4 * 50
+        assert client.producer_state("db.t", "p") == 3
+    finally:
+        running.stop()

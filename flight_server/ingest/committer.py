@@ -75,18 +75,22 @@ class TableCommitter:
     # -- the streams' side ---------------------------------------------------------------
 
     def open(self, label: str, producer: str | None) -> WriteStream:
-        """A new stream; a named producer's older stream is fenced off (its queued batches dropped,
-        its batches in a commit in flight committed) before the new one may write."""
+        """A new stream. A named producer's older stream is fenced off (its queued batches dropped)
+        and any commit in flight with the producer's batches lands before the new stream may write,
+        so the resent batches it holds are recognised as committed."""
         stream = WriteStream(label, producer)
         with self._cond:
             self._check_open()
-            old = self._active.get(producer) if producer is not None else None
-            if old is not None:
-                self._fail(old, WrongState(
-                    f"A newer stream of producer {producer!r} into Paimon table {self.name!r} took over; "
-                    "this one's unacked batches were discarded."))
-                self._cond.wait_for(lambda: not any(p.stream is old for p in self._inflight))
             if producer is not None:
+                old = self._active.get(producer)
+                if old is not None:
+                    self._fail(old, WrongState(
+                        f"A newer stream of producer {producer!r} into Paimon table {self.name!r} took over; "
+                        "this one's unacked batches were discarded."))
+                    self._drop_queued(old)
+                    self._release(old)
+                self._cond.wait_for(lambda: not any(p.stream.producer == producer for p in self._inflight))
+                self._check_open()
                 self._active[producer] = stream
         return stream
 
@@ -130,23 +134,29 @@ class TableCommitter:
         """The stream broke or failed in-band: drop its queued batches; returns how many.
         Its batches in a commit already in flight are committed (whole), never acked."""
         with self._cond:
-            dropped = [p for p in self._queue if p.stream is stream]
-            self._queue = [p for p in self._queue if p.stream is not stream]
-            self._queued_bytes -= sum(p.batch.nbytes for p in dropped)
-            stream.outstanding -= len(dropped)
+            dropped = self._drop_queued(stream)
             self._release(stream)
-            self._cond.notify_all()
-            return len(dropped)
+            return dropped
+
+    def _drop_queued(self, stream: WriteStream) -> int:
+        dropped = [p for p in self._queue if p.stream is stream]
+        self._queue = [p for p in self._queue if p.stream is not stream]
+        self._queued_bytes -= sum(p.batch.nbytes for p in dropped)
+        stream.outstanding -= len(dropped)
+        self._cond.notify_all()
+        return len(dropped)
 
     def close(self, reason: str) -> None:
-        """Fail every open stream and stop the thread after the commit in flight."""
+        """Fail every open stream; the thread stops after the commit in flight (not waited for:
+        a server that exits meanwhile is a server killed mid-commit, which loses nothing acked)."""
         with self._cond:
             self._closed = reason
             for p in self._queue:
                 self._fail(p.stream, WrongState(f"{p.stream.label}: {reason}; its unacked batches were not committed."))
+            for stream in self._active.values():
+                self._fail(stream, WrongState(f"{stream.label}: {reason}."))
             self._queue, self._queued_bytes = [], 0
             self._cond.notify_all()
-        self._thread.join(30)
 
     @property
     def queued_bytes(self) -> int:
@@ -162,8 +172,9 @@ class TableCommitter:
         self._check_open()
 
     def _release(self, stream: WriteStream) -> None:
+        if not stream.closed:
+            stream.acks.put(END)
         stream.closed = True
-        stream.acks.put(END)
         if stream.producer is not None and self._active.get(stream.producer) is stream:
             del self._active[stream.producer]
 

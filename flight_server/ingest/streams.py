@@ -129,6 +129,8 @@ def _pump(committer: TableCommitter, stream: WriteStream, conform: Conformer, ch
                 raise InvalidRequest(f"The stream into {stream.label} sent more after its end marker; "
                                      f"its {received} batch(es) before it are committed.")
             return
+    if stream.error is not None:  # fenced by a newer stream, or a failed commit, while it was idle
+        raise stream.error
     if cancelled():
         raise Cancelled(f"The producer's stream into {stream.label} broke (killed, timed out or cancelled); "
                         "its unacked batches were discarded.")
