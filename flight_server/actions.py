@@ -23,7 +23,8 @@ DESCRIPTIONS = {
     names.DROP: 'Remove a push table; blocked writers and readers get an error. Body: {"name"}.',
     names.COMMIT: 'Free batches a replaying consumer has processed. Body: {"name", "offsets": {"P": seq}}.',
     names.STATS: 'Per push table and partition: state, reader mode (drain or replay), writer streams, '
-    'queued batches and bytes, rows in and out. Body: {"name"?}.',
+    'queued batches and bytes, rows in and out; per Paimon table written through this server '
+    '("paimon_writes"): queued and in-commit batches, named producers writing, commits. Body: {"name"?}.',
     names.LATEST_SNAPSHOT: 'The latest snapshot id of a Paimon table, null when it has none. '
     'Body: {"table": "db.t"}. Result: {"snapshot_id": N or null, "earliest_snapshot_id": E or null}.',
     names.CONSUMER_PROGRESS: "A Paimon consumer's recorded progress: the next snapshot it will read, null when "
@@ -91,7 +92,13 @@ def commit(reg: Registries, body: dict) -> dict:
 
 
 def stats(reg: Registries, body: dict) -> dict:
-    return {names.PUSH: reg.push.stats(body.get("name"))}
+    """Push tables (all, or the one named) and the durable writes into Paimon tables: with a
+    name, only what has that name (a push table name, or a DB.TABLE written through this server)."""
+    name = body.get("name")
+    writes = reg.ingest.stats(name)
+    if name is not None and writes and name not in {t.name for t in reg.push.tables()}:
+        return {names.PUSH: {}, "paimon_writes": writes}
+    return {names.PUSH: reg.push.stats(name), "paimon_writes": writes}
 
 
 def latest_snapshot(reg: Registries, body: dict) -> dict:

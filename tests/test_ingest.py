@@ -90,6 +90,9 @@ def test_group_commit_puts_concurrent_producers_into_shared_snapshots(server, cl
     latest = client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"]
     assert latest < 20, f"{latest} snapshots for 20 batches: the committer did not group them"
     assert [client.producer_state("db.t", f"p{i}") for i in range(4)] == [4, 4, 4, 4]
+    writes = client.stats("db.t")["paimon_writes"]["db.t"]
+    assert writes["commits"] == latest and writes["last_snapshot"] == latest and writes["queued_batches"] == 0
+    assert writes["named_producers_writing"] == [] and client.stats()["paimon_writes"].keys() == {"db.t"}
 
 
 def test_a_named_producer_resumes_and_a_resent_batch_is_not_written_twice(client):

@@ -176,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("list", "list push tables and Paimon tables", cmd_list)
     p.add_argument("prefix", nargs="?", default="", help="only names that start with this")
     client_args(p)
-    p = command("stats", "per push table and partition: state, reader, queue, rows", cmd_stats)
-    p.add_argument("name", nargs="?", help="one push table (default: all)")
+    p = command("stats", "per push table and partition: state, reader, queue, rows; durable writes per Paimon table",
+                cmd_stats)
+    p.add_argument("name", nargs="?", help="one push table or DB.TABLE written through this server (default: all)")
     client_args(p)
     return parser
 

@@ -158,9 +158,12 @@ class TableCommitter:
             self._queue, self._queued_bytes = [], 0
             self._cond.notify_all()
 
-    @property
-    def queued_bytes(self) -> int:
-        return self._queued_bytes
+    def stats(self) -> dict:
+        """What `stats` shows of the table's durable writes on this server."""
+        with self._cond:
+            return {"queued_batches": len(self._queue), "queued_bytes": self._queued_bytes,
+                    "in_commit_batches": len(self._inflight), "named_producers_writing": sorted(self._active),
+                    "commits": self._ident, "last_snapshot": self.producers.seen, "closed": self._closed}
 
     def _check_open(self) -> None:
         if self._closed is not None:

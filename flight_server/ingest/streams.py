@@ -66,9 +66,11 @@ class Ingest:
         producers.refresh()
         return {"last_seq": producers.last_seq(producer)}
 
-    def queued_bytes(self) -> dict[str, int]:
+    def stats(self, name: str | None = None) -> dict:
+        """Per Paimon table written through this server (or the one named): its committer's state."""
         with self._lock:
-            return {name: c.queued_bytes for name, c in self._committers.items()}
+            committers = dict(self._committers)
+        return {n: c.stats() for n, c in sorted(committers.items()) if name is None or n == name}
 
     def close(self, reason: str) -> None:
         with self._lock:
