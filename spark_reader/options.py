@@ -14,6 +14,7 @@ _KNOWN = {
     "uri", "table", "push", "timeout", "scan.snapshot-id", "incremental-between", "scan.mode",
     "consumer-id", "read.stream.maxsnapshotspertrigger", "read.stream.maxrowspertrigger",
     "path",  # Spark passes save()/load() arguments as "path"; refused below when set
+    "checkpointlocation",  # writeStream's own option, passed along to sinks; Spark keeps the checkpoint
 }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pyarrow as pa
+import pyarrow.flight as flight
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
@@ -14,11 +16,13 @@ from spark_reader.flight_io import SourceError, call, connect, paimon_info
 from spark_reader.options import OptionError, Options, parse
 from spark_reader.stream_paimon import PaimonStreamReader
 from spark_reader.stream_push import PushStreamReader
+from spark_reader.paimon_writer import PaimonBatchWriter, PaimonStreamWriter
 from spark_reader.writer import PushWriter
 
 
 class FlightPaimonDataSource(DataSource):
-    """Reads Paimon and push tables served by flight-paimon; writes into push tables."""
+    """Reads Paimon and push tables served by flight-paimon; writes into both (Paimon: durable,
+    exactly-once per task, batch and streaming)."""
 
     @classmethod
     def name(cls) -> str:
@@ -58,27 +62,49 @@ class FlightPaimonDataSource(DataSource):
             return PaimonStreamReader(_resolve_earliest(self.opts), schema)
         return PushStreamReader(self.opts, schema)
 
-    def writer(self, schema: StructType, overwrite: bool) -> PushWriter:
+    def writer(self, schema: StructType, overwrite: bool):
         opts = self.opts
-        if not opts.push:
-            raise OptionError(
-                f"flight-paimon writes into push tables only; {opts.target} is read-only here: "
-                "use .option('push', NAME)."
-            )
         if overwrite:
             raise OptionError(f"{opts.target} is append-only: write with .mode('append'), not overwrite.")
+        if opts.table:
+            return PaimonBatchWriter(opts, self._paimon_write_schema(schema))
         client = connect(opts)
         try:
             info = call(opts, "lookup", client.info, opts.push)
         finally:
             client.close()
-        missing = [n for n in info.schema.names if n not in schema.fieldNames()]
-        if missing:
-            raise SourceError(
-                f"The DataFrame lacks column(s) {', '.join(missing)} of {opts.target} "
-                f"(schema {info.schema.to_string(show_schema_metadata=False)})."
-            )
+        _check_columns(opts, info.schema, schema)
         return PushWriter(opts, info.schema, len(info.endpoints))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> PaimonStreamWriter:
+        opts = self.opts
+        if not opts.table:
+            raise OptionError(f"df.writeStream writes into Paimon tables: use .option('table', 'db.t'), not "
+                              f"{opts.target}.")
+        if overwrite:
+            raise OptionError(f"{opts.target} is append-only: use outputMode('append').")
+        return PaimonStreamWriter(opts, self._paimon_write_schema(schema))
+
+    def _paimon_write_schema(self, schema: StructType) -> pa.Schema:
+        """The table's row type (the server's get_schema), checked against the DataFrame's columns."""
+        opts = self.opts
+        client = connect(opts)
+        try:
+            table = call(opts, "lookup", client.flight.get_schema,
+                         flight.FlightDescriptor.for_path(*names.paimon_path(opts.table))).schema
+        finally:
+            client.close()
+        _check_columns(opts, table, schema)
+        return table
+
+
+def _check_columns(opts: Options, table: pa.Schema, schema: StructType) -> None:
+    missing = [n for n in table.names if n not in schema.fieldNames()]
+    if missing:
+        raise SourceError(
+            f"The DataFrame lacks column(s) {', '.join(missing)} of {opts.target} "
+            f"(schema {table.to_string(show_schema_metadata=False)})."
+        )
 
 
 def _resolve_earliest(opts: Options) -> Options:
