@@ -22,11 +22,13 @@ import structlog
 
 from flight_server.ingest.producers import ProducerSeqs
 from flight_server.paimon import compat
+from flight_server.wire import allocator
 from flight_server.wire.errors import Cancelled, CommitFailed, InvalidRequest, WrongState
 
 log = structlog.get_logger(__name__)
 
 END = object()  # the last item of a stream's ack queue
+TRIM_AFTER_BYTES = 16 << 20  # a commit this large gives its freed memory back (malloc_trim)
 
 
 class WriteStream:
@@ -46,7 +48,9 @@ class WriteStream:
 class _Pending:
     stream: WriteStream
     seq: int  # what the ack says: the producer's seq, or the batch's index on an unnamed stream
-    batch: pa.RecordBatch
+    batch: pa.RecordBatch | None  # None once handed to the writer
+    nbytes: int
+    rows: int
 
 
 class TableCommitter:
@@ -115,7 +119,7 @@ class TableCommitter:
                 self._check(stream)
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
-            self._queue.append(_Pending(stream, seq, batch))
+            self._queue.append(_Pending(stream, seq, batch, batch.nbytes, batch.num_rows))
             self._queued_bytes += batch.nbytes
             stream.outstanding += 1
             self._cond.notify_all()
@@ -141,7 +145,7 @@ class TableCommitter:
     def _drop_queued(self, stream: WriteStream) -> int:
         dropped = [p for p in self._queue if p.stream is stream]
         self._queue = [p for p in self._queue if p.stream is not stream]
-        self._queued_bytes -= sum(p.batch.nbytes for p in dropped)
+        self._queued_bytes -= sum(p.nbytes for p in dropped)
         stream.outstanding -= len(dropped)
         self._cond.notify_all()
         return len(dropped)
@@ -209,16 +213,19 @@ class TableCommitter:
                 with self._cond:
                     self._inflight = []
                     self._cond.notify_all()
+            if sum(p.nbytes for p in group) >= TRIM_AFTER_BYTES:
+                allocator.release_free_memory()
 
     def _commit_group(self, group: list[_Pending]) -> None:
         updates: dict[str, int] = {}
         for p in group:
             if p.stream.producer is not None:
                 updates[p.stream.producer] = max(p.seq, updates.get(p.stream.producer, p.seq))
-        rows = [p.batch for p in group if p.batch.num_rows]
+        rows = sum(p.rows for p in group)
+        nbytes = sum(p.nbytes for p in group)
         start = time.perf_counter()
         try:
-            snapshot = self._write_and_commit(rows, updates) if rows else self.producers.seen
+            snapshot = self._write_and_commit(group, updates) if rows else self.producers.seen
         except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause
             log.error("commit_failed", table=self.name, batches=len(group), exc_info=True)
             self._reset_writer()
@@ -234,8 +241,7 @@ class TableCommitter:
             return
         self.producers.committed(updates, snapshot)
         if self._on_commit is not None and rows:
-            self._on_commit(self.name, sum(b.num_rows for b in rows), sum(b.nbytes for b in rows),
-                            time.perf_counter() - start)
+            self._on_commit(self.name, rows, nbytes, time.perf_counter() - start)
         with self._cond:
             for p in group:
                 if not p.stream.closed:
@@ -243,12 +249,15 @@ class TableCommitter:
                 p.stream.outstanding -= 1
             self._cond.notify_all()
 
-    def _write_and_commit(self, rows: list[pa.RecordBatch], updates: dict[str, int]) -> int:
+    def _write_and_commit(self, group: list[_Pending], updates: dict[str, int]) -> int:
         if self._write is None:
             builder = self._table.new_stream_write_builder()
             self._write, self._commit, self._user = builder.new_write(), builder.new_commit(), builder.commit_user
-        for batch in rows:
-            self._write.write_arrow_batch(batch)
+        for p in group:
+            batch, p.batch = p.batch, None  # the writer has it now: our reference need not pin it
+            if batch.num_rows:
+                self._write.write_arrow_batch(batch)
+            del batch
         self._ident += 1
         messages = self._write.prepare_commit(self._ident)
         self.producers.refresh()  # other writers' commits since ours: their producer maps count too

@@ -49,6 +49,16 @@ def one_malloc_arena() -> bool:
     return _one_arena
 
 
+def release_free_memory() -> bool:
+    """Give the heap's free pages back to the OS (glibc `malloc_trim(0)`); True when it freed any.
+
+    The durable-write committer calls it after a commit of many bytes: the group's Arrow batches,
+    gRPC's receive buffers and the Parquet writer's buffers are freed by then, and without it glibc
+    kept ~170 MiB of them (measured: 578 MiB RSS idle after 4 GiB pushed, 296 after a trim).
+    """
+    return _glibc() and ctypes.CDLL("libc.so.6").malloc_trim(0) == 1
+
+
 def one_malloc_arena_set() -> bool:
     """Whether one_malloc_arena() took effect in this process."""
     return _one_arena
