@@ -220,3 +220,49 @@ def test_killed_producer_fails_reader(producer, server, client):
             received.append(batch)
     # What was appended before the kill still arrives, then the error: never a clean short stream.
     assert_same_rows(pa.Table.from_batches(received, schema=rows.SCHEMA), rows.table(2, 16000))
+
+
+def paimon_rows(client, table: str) -> pa.Table:
+    info = client.flight.get_flight_info(flight.FlightDescriptor.for_path("paimon", table), options=client.options())
+    return pa.concat_tables([client.flight.do_get(e.ticket).read_all() for e in info.endpoints])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("keys", [[], ["id"]])
+def test_a_named_producer_writes_into_a_paimon_table_exactly_once_across_runs(producer, client, keys):
+    """Durable writes from outside pyarrow.flight: {"write", "producer"}, {"seq": N} per batch, acks
+    {"seq", "snapshot"} after the commit, producer_state by DoAction; a second run resumes."""
+    client.create_table("db.events", rows.SCHEMA, primary_keys=keys, options={"bucket": "2"} if keys else None)
+    args = ["--uri", client.uri, "--paimon", "db.events", "--producer", "x1", "--rows", "100"]
+    first = run(producer, *args, "--batches", "3")
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert lines[0] == "resume last_seq=none" and lines[-1] == "done last_seq=2"
+    acks = [line for line in lines if line.startswith("ack ")]
+    assert [int(a.split()[1]) for a in acks] == [0, 1, 2] and all(" snapshot=" in a for a in acks)
+    second = run(producer, *args, "--batches", "5")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[0] == "resume last_seq=2"
+    assert [line for line in second.stdout.splitlines() if line.startswith("sent ")] == \
+        ["sent 3 rows=100", "sent 4 rows=100"]
+    got = paimon_rows(client, "db.events").sort_by("id")
+    assert got.column("id").to_pylist() == list(range(500))  # every row once
+    assert got.select(["name", "price", "tags"]).to_pylist() == \
+        rows.table(5, 100).sort_by("id").select(["name", "price", "tags"]).to_pylist()
+    assert client.producer_state("db.events", "x1") == 4
+
+
+@pytest.mark.timeout(60)
+def test_an_unnamed_producer_writes_into_a_paimon_table_and_a_wrong_schema_is_one_line(producer, client):
+    client.create_table("db.events", rows.SCHEMA)
+    ok = run(producer, "--uri", client.uri, "--paimon", "db.events", "--batches", "2", "--rows", "50")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[-1] == "done batches=2 acked=2"
+    assert paimon_rows(client, "db.events").num_rows == 100
+    wrong = run(producer, "--uri", client.uri, "--paimon", "db.events", "--wrong-schema")
+    assert wrong.returncode == 1
+    err = wrong.stderr.strip()
+    assert err.startswith("error: INVALID_ARGUMENT: The stream's schema does not match Paimon table 'db.events': "
+                          "column 'id' has type int32, expected int64.") and "\n" not in err, err
+    assert err.endswith("nothing was written"), err
+    assert paimon_rows(client, "db.events").num_rows == 100

@@ -46,21 +46,48 @@ export class FlightError extends Error {
   }
 }
 
+function connect(uri) {
+  const target = uri.replace(/^grpc(\+tcp)?:\/\//, '');
+  const Service = loadService();
+  return new Service(target, grpc.credentials.createInsecure(), {
+    'grpc.max_send_message_length': -1,
+    'grpc.max_receive_message_length': -1,
+  });
+}
+
+/** Where a DoPut writes: a push partition, a Paimon table (unnamed), or a named producer's write. */
+export function pushTarget(name, partition) {
+  return { type: 'PATH', path: ['push', name, String(partition)] };
+}
+export function paimonTarget(table, producer = null) {
+  if (producer === null) return { type: 'PATH', path: ['paimon', table] };
+  return { type: 'CMD', cmd: Buffer.from(JSON.stringify({ write: table, producer })) };
+}
+
+/** A named producer's last committed seq in a Paimon table (DoAction producer_state): null if none. */
+export function producerState(uri, table, producer, timeoutS = 30) {
+  const client = connect(uri);
+  return new Promise((resolve, reject) => {
+    const bodies = [];
+    const call = client.DoAction(
+      { type: 'producer_state', body: Buffer.from(JSON.stringify({ table, producer })) },
+      { deadline: Date.now() + timeoutS * 1000 });
+    call.on('data', (result) => bodies.push(Buffer.from(result.body).toString('utf8')));
+    call.on('error', (err) => { client.close(); reject(new FlightError(err)); });
+    call.on('end', () => { client.close(); resolve(JSON.parse(bodies[0]).last_seq); });
+  });
+}
+
 /**
- * One DoPut stream into push table `name` partition `partition`.
+ * One DoPut stream into `target` (pushTarget or paimonTarget).
  *
  * `writeBatch` resolves only when gRPC has taken the message (its write callback), so a server
  * that stops reading stalls it: that is the backpressure a producer must feel.
  */
 export class PushStream {
-  constructor(uri, name, partition, schema, { timeoutS = 120, onAck = () => {} } = {}) {
-    const target = uri.replace(/^grpc(\+tcp)?:\/\//, '');
-    const Service = loadService();
-    this.client = new Service(target, grpc.credentials.createInsecure(), {
-      'grpc.max_send_message_length': -1,
-      'grpc.max_receive_message_length': -1,
-    });
-    this.path = ['push', name, String(partition)];
+  constructor(uri, target, schema, { timeoutS = 120, onAck = () => {} } = {}) {
+    this.client = connect(uri);
+    this.descriptor = target;
     this.schema = schema;
     this.call = this.client.DoPut({ deadline: Date.now() + timeoutS * 1000 });
     this.sentSchema = false;
@@ -70,9 +97,11 @@ export class PushStream {
     this.pending = null;
     this.finished = new Promise((resolve) => {
       this.call.on('data', (result) => {
-        // The ack of each appended batch: {"seq": N} (docs/protocol.md).
-        this.acked = JSON.parse(Buffer.from(result.app_metadata).toString('utf8')).seq;
-        onAck(this.acked);
+        // The ack of each batch: {"seq": N}, and for Paimon writes {"seq": N, "snapshot": S}
+        // once committed (docs/protocol.md).
+        const ack = JSON.parse(Buffer.from(result.app_metadata).toString('utf8'));
+        this.acked = ack.seq;
+        onAck(ack);
       });
       const settle = () => {
         // A refused stream may never call a pending write back: its end settles that wait.
@@ -92,15 +121,20 @@ export class PushStream {
     if (this.sentSchema) return;
     this.sentSchema = true;
     const header = Message.encode(Message.from(this.schema));
-    await this._write({ flight_descriptor: { type: 'PATH', path: this.path }, data_header: asBuffer(header) });
+    await this._write({ flight_descriptor: this.descriptor, data_header: asBuffer(header) });
   }
 
-  async writeBatch(batch) {
+  /** Send one batch; `appMetadata` (e.g. a named producer's {"seq": N}) rides on its record batch. */
+  async writeBatch(batch, appMetadata = null) {
     await this._start();
     // The encoded stream repeats the schema first; the server has it already.
     const [, ...messages] = ipcMessages(tableToIPC(new Table([batch]), 'stream'));
-    for (const { header, body } of messages) {
-      await this._write({ data_header: asBuffer(header), data_body: asBuffer(body) });
+    for (const [i, { header, body }] of messages.entries()) {
+      const message = { data_header: asBuffer(header), data_body: asBuffer(body) };
+      if (appMetadata !== null && i === messages.length - 1) {
+        message.app_metadata = Buffer.from(JSON.stringify(appMetadata));
+      }
+      await this._write(message);
     }
     this.sent += 1;
   }

@@ -1,24 +1,29 @@
 #!/usr/bin/env node
-/** CLI: push deterministic demo batches into a flight-paimon push table, one output line per event. */
+/**
+ * CLI: push deterministic demo batches into a flight-paimon push table, or durably into a Paimon
+ * table (--paimon DB.TABLE), optionally as a named exactly-once producer (--producer ID); one
+ * output line per event.
+ */
 
 import { parseArgs } from 'node:util';
 import { demoSchema, makeBatch } from './rows.js';
-import { PushStream } from './flight.js';
+import { PushStream, paimonTarget, producerState, pushTarget } from './flight.js';
 
-const USAGE = `usage: producer.js --uri grpc://HOST:PORT --table NAME [--partition 0] [--batches 4]
-  [--rows 1000] [--first-row 0] [--fail-after K --message TEXT] [--wrong-schema] [--timeout 120]`;
+const USAGE = `usage: producer.js --uri grpc://HOST:PORT (--table NAME [--partition 0] | --paimon DB.TABLE [--producer ID])
+  [--batches 4] [--rows 1000] [--first-row 0] [--fail-after K --message TEXT] [--wrong-schema] [--timeout 120]`;
 
 function options() {
   const { values } = parseArgs({
     options: {
       uri: { type: 'string' }, table: { type: 'string' }, partition: { type: 'string', default: '0' },
+      paimon: { type: 'string' }, producer: { type: 'string' },
       batches: { type: 'string', default: '4' }, rows: { type: 'string', default: '1000' },
       'first-row': { type: 'string', default: '0' }, 'fail-after': { type: 'string' },
       message: { type: 'string', default: 'the producer failed' }, 'wrong-schema': { type: 'boolean' },
       timeout: { type: 'string', default: '120' }, help: { type: 'boolean' },
     },
   });
-  if (values.help || !values.uri || !values.table) {
+  if (values.help || !values.uri || !values.table === !values.paimon || (values.producer && !values.paimon)) {
     console.error(USAGE);
     process.exit(values.help ? 0 : 2);
   }
@@ -29,6 +34,7 @@ function options() {
   };
   return {
     uri: values.uri, table: values.table, partition: int('partition'), batches: int('batches'),
+    paimon: values.paimon ?? null, producer: values.producer ?? null,
     rows: int('rows'), firstRow: int('first-row'), timeoutS: Number(values.timeout),
     failAfter: values['fail-after'] === undefined ? null : int('fail-after'),
     message: values.message, wrongSchema: Boolean(values['wrong-schema']),
@@ -38,13 +44,28 @@ function options() {
 async function main() {
   const o = options();
   const schema = demoSchema({ wrongSchema: o.wrongSchema });
-  const stream = new PushStream(o.uri, o.table, o.partition, schema, {
-    timeoutS: o.timeoutS, onAck: (seq) => console.log(`ack ${seq}`),
+  let start = 0;
+  if (o.producer !== null) {
+    // A named producer resumes where the table says; batch SEQ holds the rows of batch index SEQ.
+    let last;
+    try {
+      last = await producerState(o.uri, o.paimon, o.producer, o.timeoutS);
+    } catch (err) {
+      console.error(`error: ${err.message}`);
+      process.exit(1);
+    }
+    console.log(`resume last_seq=${last === null ? 'none' : last}`);
+    start = last === null ? 0 : last + 1;
+  }
+  const target = o.paimon === null ? pushTarget(o.table, o.partition) : paimonTarget(o.paimon, o.producer);
+  const stream = new PushStream(o.uri, target, schema, {
+    timeoutS: o.timeoutS,
+    onAck: (ack) => console.log(ack.snapshot === undefined ? `ack ${ack.seq}` : `ack ${ack.seq} snapshot=${ack.snapshot}`),
   });
   const count = o.failAfter === null ? o.batches : Math.min(o.failAfter, o.batches);
   try {
-    for (let b = 0; b < count; b++) {
-      await stream.writeBatch(makeBatch(schema, o.firstRow + b * o.rows, o.rows));
+    for (let b = start; b < count; b++) {
+      await stream.writeBatch(makeBatch(schema, o.firstRow + b * o.rows, o.rows), o.producer === null ? null : { seq: b });
       console.log(`sent ${b} rows=${o.rows}`);
     }
     if (o.failAfter !== null) {
@@ -52,7 +73,7 @@ async function main() {
       console.log(`failed-in-band ${JSON.stringify(o.message)}`);
     } else {
       await stream.close();
-      console.log(`done batches=${count} acked=${stream.acked + 1}`);
+      console.log(o.producer === null ? `done batches=${count} acked=${stream.acked + 1}` : `done last_seq=${stream.acked}`);
     }
   } catch (err) {
     console.error(`error: ${err.message}`);

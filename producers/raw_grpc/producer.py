@@ -1,4 +1,4 @@
-"""CLI: push demo batches into a push table over grpcio stubs (pyarrow only encodes IPC), one output line per event."""
+"""CLI: push demo batches into a push table, or durably into a Paimon table (optionally as a named, exactly-once producer), over grpcio stubs (pyarrow only encodes IPC); one output line per event."""
 
 from __future__ import annotations
 
@@ -27,18 +27,41 @@ def say(line: str) -> None:
         sys.stdout.flush()
 
 
-def schema_data(schema: pa.Schema, path: list[str]) -> pb2.FlightData:
+def descriptor(args) -> pb2.FlightDescriptor:
+    """A push partition's path, a Paimon table's path (unnamed producer), or the named write command."""
+    if args.paimon is None:
+        return pb2.FlightDescriptor(type=pb2.FlightDescriptor.PATH, path=names.push_path(args.table, args.partition))
+    if args.producer is None:
+        return pb2.FlightDescriptor(type=pb2.FlightDescriptor.PATH, path=names.paimon_path(args.paimon))
+    command = json.dumps(names.write_command(args.paimon, args.producer)).encode()
+    return pb2.FlightDescriptor(type=pb2.FlightDescriptor.CMD, cmd=command)
+
+
+def schema_data(schema: pa.Schema, target: pb2.FlightDescriptor) -> pb2.FlightData:
     """The first message of a DoPut: the IPC schema message plus the descriptor it targets."""
     message = pa.ipc.read_message(schema.serialize())
-    return pb2.FlightData(
-        flight_descriptor=pb2.FlightDescriptor(type=pb2.FlightDescriptor.PATH, path=path),
-        data_header=message.metadata.to_pybytes(),
-    )
+    return pb2.FlightData(flight_descriptor=target, data_header=message.metadata.to_pybytes())
 
 
-def batch_data(batch: pa.RecordBatch) -> pb2.FlightData:
+def batch_data(batch: pa.RecordBatch, app_metadata: bytes = b"") -> pb2.FlightData:
     message = pa.ipc.read_message(batch.serialize())
-    return pb2.FlightData(data_header=message.metadata.to_pybytes(), data_body=message.body.to_pybytes())
+    return pb2.FlightData(data_header=message.metadata.to_pybytes(), data_body=message.body.to_pybytes(),
+                          app_metadata=app_metadata)
+
+
+def channel(uri: str) -> grpc.Channel:
+    target = uri.removeprefix("grpc+tcp://").removeprefix("grpc://")
+    options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+    return grpc.insecure_channel(target, options=options)
+
+
+def producer_state(uri: str, table: str, producer: str, timeout_s: float) -> int | None:
+    """The table's last committed seq of a named producer (DoAction `producer_state`)."""
+    body = json.dumps({"table": table, "producer": producer}).encode()
+    with channel(uri) as ch:
+        results = list(pb2_grpc.FlightServiceStub(ch).DoAction(
+            pb2.Action(type=names.PRODUCER_STATE, body=body), timeout=timeout_s))
+    return json.loads(results[0].body)["last_seq"]
 
 
 def error_data(message: str) -> pb2.FlightData:
@@ -55,39 +78,45 @@ def server_message(error: grpc.RpcError) -> str:
     return f"{error.code().name}: {error_message(error.details() or '')}"
 
 
-def push(uri: str, name: str, partition: int, requests: Iterable[pb2.FlightData],
-         timeout_s: float, on_ack: Callable[[int], None]) -> int:
-    """Stream `requests` to DoPut and report each ack (its sequence number); returns the last (-1: none)."""
-    target = uri.removeprefix("grpc+tcp://").removeprefix("grpc://")
-    options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+def push(uri: str, requests: Iterable[pb2.FlightData], timeout_s: float,
+         on_ack: Callable[[messages.Ack], None]) -> int:
+    """Stream `requests` to DoPut and report each ack; returns the last seq acked (-1: none)."""
     last = -1
-    with grpc.insecure_channel(target, options=options) as channel:
-        stub = pb2_grpc.FlightServiceStub(channel)
-        for result in stub.DoPut(iter(requests), timeout=timeout_s):
-            last = messages.read_ack(result.app_metadata).seq
-            on_ack(last)
+    with channel(uri) as ch:
+        for result in pb2_grpc.FlightServiceStub(ch).DoPut(iter(requests), timeout=timeout_s):
+            ack = messages.read_ack(result.app_metadata)
+            last = ack.seq
+            on_ack(ack)
     return last
 
 
-def demo_requests(args, path: list[str]) -> Iterator[pb2.FlightData]:
+def demo_requests(args, start_seq: int = 0) -> Iterator[pb2.FlightData]:
     """The CLI's stream. grpcio asks for the next message only once it has sent the previous one,
-    so the line after each `yield` marks a batch gRPC took: under backpressure they stop."""
+    so the line after each `yield` marks a batch gRPC took: under backpressure they stop.
+    A named producer's batch `seq` holds the rows of batch index `seq` and carries `{"seq": seq}`."""
     schema = rows.WRONG_SCHEMA if args.wrong_schema else rows.SCHEMA
-    yield schema_data(schema, path)
+    yield schema_data(schema, descriptor(args))
     count = args.batches if args.fail_after is None else min(args.fail_after, args.batches)
-    for b in range(count):
-        yield batch_data(rows.batch(args.first_row + b * args.rows, args.rows, schema))
+    sent = 0
+    for b in range(start_seq, count):
+        meta = messages.batch_seq(b) if args.producer is not None else b""
+        yield batch_data(rows.batch(args.first_row + b * args.rows, args.rows, schema), meta)
         say(f"sent {b} rows={args.rows}")
+        sent += 1
     if args.fail_after is not None:
         yield error_data(args.message)
     else:
-        yield end_data(count)
+        yield end_data(sent)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m producers.raw_grpc.producer", description=__doc__)
     p.add_argument("--uri", required=True)
-    p.add_argument("--table", required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--table", help="a push table")
+    target.add_argument("--paimon", metavar="DB.TABLE", help="a Paimon table: durable writes, acked once committed")
+    p.add_argument("--producer", help="with --paimon: a named, exactly-once producer that resumes after the "
+                                      "table's last_seq (batch SEQ holds the rows of batch index SEQ)")
     p.add_argument("--partition", type=int, default=0)
     p.add_argument("--batches", type=int, default=4)
     p.add_argument("--rows", type=int, default=1000)
@@ -97,17 +126,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wrong-schema", action="store_true", help="send `id` as int32 to see the refusal")
     p.add_argument("--timeout", type=float, default=120.0, help="deadline of the whole DoPut call, seconds")
     args = p.parse_args(argv)
-    path = names.push_path(args.table, args.partition)
+    if args.producer is not None and args.paimon is None:
+        p.error("--producer names a producer of a Paimon table: use it with --paimon DB.TABLE")
     try:
-        last = push(args.uri, args.table, args.partition, demo_requests(args, path), args.timeout,
-                    lambda seq: say(f"ack {seq}"))
+        start = 0
+        if args.producer is not None:
+            last_seq = producer_state(args.uri, args.paimon, args.producer, args.timeout)
+            say(f"resume last_seq={'none' if last_seq is None else last_seq}")
+            start = 0 if last_seq is None else last_seq + 1
+        last = push(args.uri, demo_requests(args, start), args.timeout, lambda ack: say(
+            f"ack {ack.seq}" + ("" if ack.snapshot is None else f" snapshot={ack.snapshot}")))
     except grpc.RpcError as e:
         print(f"error: {server_message(e)}", file=sys.stderr)
         return 1
     if args.fail_after is not None:
         say(f"failed-in-band {json.dumps(args.message)}")
     else:
-        say(f"done batches={args.batches} acked={last + 1}")
+        say(f"done batches={args.batches} acked={last + 1}" if args.producer is None
+            else f"done last_seq={last}")
     return 0
 
 
