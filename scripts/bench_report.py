@@ -88,7 +88,8 @@ def main(folder: str, md: str, png: str) -> int:
              "Written by `scripts/bench` (which runs `scripts/bench_push.py`, `scripts/bench_paimon.py`,",
              "`scripts/bench_spark.py` and this report). Every ratio is against a baseline measured in",
              "the same run; figures are medians of several runs on a 2-core machine. Details and",
-             "discussion: [push](benchmarks_push.md), [Paimon](benchmarks_paimon.md), [Spark](benchmarks_spark.md).", "",
+             "discussion: [push](benchmarks_push.md), [Paimon](benchmarks_paimon.md), [Spark](benchmarks_spark.md); durable "
+             "writes: [ingest](benchmarks_ingest.md) (scripts/bench_ingest.py, scripts/bench_paimon_write.py).", "",
              "| area | measurement | result | target | met |", "|---|---|---|---|---|"]
     for area, what, text, value, target, lower in table:
         met = "" if value is None else ("yes" if (value <= target if lower else value >= target) else "**no**")
