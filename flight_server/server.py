@@ -27,7 +27,7 @@ from flight_server.tickets import (
 )
 from flight_server.wire import messages, names
 from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound
-from flight_server.wire.requests import PaimonRequest, PushView, ReplayRange, WriteTarget, parse_path, table_name
+from flight_server.wire.requests import PaimonRequest, PushView, ReplayRange, WriteTarget, parse_path
 
 log = structlog.get_logger(__name__)
 
@@ -275,9 +275,7 @@ def _put_target(descriptor) -> PushTarget | WriteTarget:
         parts = path_parts(descriptor.path or [b""])
         if parts[0] != names.PAIMON:
             return parse_push_path(descriptor.path or [b""])
-        if len(parts) != 2:
-            raise InvalidRequest(f"do_put path {parts!r} is not ['paimon', 'DB.TABLE'].")
-        return WriteTarget(table_name(parts[1], "the do_put path"))
+        return WriteTarget(parse_path(parts).table)
     cmd = parse_json_object(descriptor.command, "do_put descriptor command")
     if names.WRITE not in cmd:
         raise InvalidRequest('A do_put command names its Paimon table in "write": {"write": "db.t", "producer": "ID"}.')

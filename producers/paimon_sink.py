@@ -93,24 +93,17 @@ class PaimonSink(Slotted):
 
     def close(self) -> None:
         """End the stream cleanly once every batch is committed; raises if any was refused or lost."""
-        if self._closed:
+        if not self._last(_CLOSE):
             return
-        self._closed = True
-        self._put(_CLOSE, None, check=False)
-        self._sender.join()
         self._client.close()
         if self._error is not None:
             raise SinkError(f"The durable write into {self.label} failed: {error_message(self._error)}") from self._error
 
     def fail(self, cause: BaseException | str) -> None:
         """End the stream with an error: the server discards its batches not yet committed."""
-        if self._closed:
-            return
-        self._closed = True
         message = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
-        self._put(("fail", message), None, check=False)
-        self._sender.join()
-        self._client.close()
+        if self._last(("fail", message)):
+            self._client.close()
 
     # -- numbering and checks ------------------------------------------------------------
 

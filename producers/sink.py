@@ -47,6 +47,17 @@ class Slotted:
             self.close()
         return False
 
+    def _last(self, item) -> bool:
+        """Hand the sender its last item (the end, or a failure) and wait until it is done with it;
+        False when the sink was already closed. Closing waits out backpressure: the sender
+        returns once its last write is taken or the call fails."""
+        if self._closed:
+            return False
+        self._closed = True
+        self._put(item, None, check=False)
+        self._sender.join()
+        return True
+
     def _put(self, item, timeout: float | None, check: bool = True) -> bool:
         waited = 0.0
         while True:
@@ -113,13 +124,8 @@ class TableSink(Slotted):
 
     def close(self) -> None:
         """End the stream cleanly (idempotent); raises if the server refused anything sent."""
-        if self._closed:
+        if not self._last(_CLOSE):  # a consumer cancel, drop, shutdown or the call's deadline end a wait
             return
-        self._closed = True
-        self._put(_CLOSE, None, check=False)
-        # Closing waits out backpressure: the sender returns once its last write is taken or the
-        # call fails (a consumer cancel, drop, shutdown, or the call's own deadline ends it).
-        self._sender.join()
         # The acks end when the server has appended the last batch (it may still be waiting
         # for room) or has failed the stream; the call's own deadline bounds this wait.
         self._acker.join()

@@ -1,0 +1,1 @@
+"""Durable writes: producer streams into Paimon tables, group-committed, acked once committed."""
