@@ -154,7 +154,8 @@ def test_a_mismatched_schema_is_refused_naming_the_column_and_nothing_is_written
     with pytest.raises(pa.ArrowInvalid, match="column 'batch' has type int32, expected int64"):
         put_raw(client, flight.FlightDescriptor.for_path("paimon", "db.t"), [batch], schema=wrong)
     with pytest.raises(ValueError, match="column 'batch' has type int32"):
-        client.paimon_sink("db.t").write(batch)
+        with client.paimon_sink("db.t") as sink:  # the `with` ends the stream: no idle do_put left open
+            sink.write(batch)
     assert client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"] is None
 
 

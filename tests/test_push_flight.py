@@ -49,7 +49,7 @@ class LineWatcher:
     def wait_stalled(self, quiet: float = 1.0, timeout: float = 30) -> int:
         deadline = time.monotonic() + timeout
         last, since = self.sent, time.monotonic()
-        while time.monotonic() - since < quiet:
+        while time.monotonic() - since < quiet or last == 0:  # a producer still starting up has not stalled
             assert time.monotonic() < deadline, "producer never stalled"
             time.sleep(0.05)
             if self.sent != last:
