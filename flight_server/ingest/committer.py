@@ -241,7 +241,10 @@ class TableCommitter:
             return
         self.producers.committed(updates, snapshot)
         if self._on_commit is not None and rows:
-            self._on_commit(self.name, rows, nbytes, time.perf_counter() - start)
+            try:
+                self._on_commit(self.name, rows, nbytes, time.perf_counter() - start)
+            except Exception:  # noqa: BLE001 - metrics must never keep committed batches from their acks
+                log.error("commit_metrics_failed", table=self.name, exc_info=True)
         with self._cond:
             for p in group:
                 if not p.stream.closed:
