@@ -537,7 +537,7 @@ def bench_throughput(wh: str, runs: int, batches: int, settings: list[tuple[int,
     # PaimonSink keeps at most max_unacked batches in flight: enough for two commit groups, or
     # a commit would wait for its interval instead of its bytes (the default 64 suits 64 MiB).
     unacked = {v: str(max(64, 2 * cb // batch_bytes + 8)) for v, (_, cb) in zip(servers, settings)}
-    # The same allocator set-up as flight_cli serve (one malloc arena): see shared/FACTS.md.
+    # The same allocator set-up as flight_cli serve (one malloc arena): flight_server/wire/allocator.py.
     os.environ["MALLOC_ARENA_MAX"] = "1"
     try:
         discard = ServerProcess("", stderr=subprocess.DEVNULL, command=[sys.executable, __file__, "discard-server"])
