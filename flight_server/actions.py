@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from flight_server.auth import ADMIN, READ, WRITE, Access
 from flight_server.ingest.streams import Ingest
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.requests import check_consumer_id, table_name
@@ -16,8 +17,8 @@ from flight_server.wire.schemas import decode_schema
 
 DESCRIPTIONS = {
     names.REGISTER: 'Register a push table. Body: {"name", "schema": base64 Arrow IPC schema, '
-    '"capacity": 16, "partitions": 1, "writers": 1, "end_marker": "required" | "optional", '
-    '"idle_timeout_s": null}. Result: {"name", "partitions", "capacity"}.',
+    '"capacity": 16, "capacity_bytes": null, "partitions": 1, "writers": 1, "end_marker": "required" | '
+    '"optional", "idle_timeout_s": null}. Result: {"name", "partitions", "capacity", "capacity_bytes"}.',
     names.FAIL: 'End a push table (or one partition) with an error its readers receive. '
     'Body: {"name", "partition"?: P, "message"}.',
     names.DROP: 'Remove a push table; blocked writers and readers get an error. Body: {"name"}.',
@@ -67,8 +68,10 @@ def register(reg: Registries, body: dict) -> dict:
         writers=body.get("writers", 1),
         end_marker=body.get("end_marker", "required"),
         idle_timeout_s=body.get("idle_timeout_s"),
+        capacity_bytes=body.get("capacity_bytes"),
     )
-    return {"name": table.name, "partitions": len(table.partitions), "capacity": table.capacity}
+    return {"name": table.name, "partitions": len(table.partitions), "capacity": table.capacity,
+            "capacity_bytes": table.capacity_bytes}
 
 
 def fail(reg: Registries, body: dict) -> dict:
@@ -164,3 +167,39 @@ HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.PRODUCER_STATE: producer_state,
 }
 assert tuple(HANDLERS) == names.ACTIONS == tuple(DESCRIPTIONS)
+
+# The grant each action needs, and the body key naming its table (None: no table, any principal).
+GRANTED_BY: dict[str, tuple[str, str] | None] = {
+    names.REGISTER: (ADMIN, "name"),
+    names.FAIL: (ADMIN, "name"),
+    names.DROP: (ADMIN, "name"),
+    names.COMMIT: (WRITE, "name"),
+    names.STATS: (READ, "name"),
+    names.LATEST_SNAPSHOT: (READ, "table"),
+    names.CONSUMER_PROGRESS: (READ, "table"),
+    names.CONSUMER_COMMIT: (WRITE, "table"),
+    names.HEALTH: None,
+    names.CREATE_TABLE: (ADMIN, "table"),
+    names.PRODUCER_STATE: (WRITE, "table"),
+}
+assert tuple(GRANTED_BY) == names.ACTIONS
+
+
+def run(reg: Registries, action: str, body: dict, access: Access) -> dict:
+    """Run one action for a principal: its grant on the table the body names is checked first;
+    `stats` without a name shows only the tables the principal may read."""
+    handler = HANDLERS.get(action)
+    if handler is None:
+        raise InvalidRequest(f"Unknown action {action!r}; list_actions names them: {', '.join(HANDLERS)}.")
+    granted_by = GRANTED_BY.get(action, (ADMIN, "name"))  # an action added without a grant: admin
+    if granted_by is not None and granted_by[1] in body:
+        grant, key = granted_by
+        table = body[key]
+        if not isinstance(table, str):
+            raise InvalidRequest(f"Action {action!r}: {key!r} must be a table name (a string), got {table!r}.")
+        access.require(grant, table, f"table {table!r} (action {action!r})")
+    result = handler(reg, body)
+    if action == names.STATS and "name" not in body:
+        result = {names.PUSH: {k: v for k, v in result[names.PUSH].items() if access.allows(READ, k)},
+                  "paimon_writes": {k: v for k, v in result["paimon_writes"].items() if access.allows(READ, k)}}
+    return result

@@ -14,7 +14,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
 
-from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound
+from flight_server.wire.errors import (
+    Cancelled, FlightPaimonError, InvalidRequest, NotFound, PermissionDenied, Unauthenticated,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +78,10 @@ def to_flight(exc: BaseException) -> BaseException:
         return wire
     if isinstance(exc, Cancelled):
         return flight.FlightCancelledError(message, extra_info=exc.extra_info())
+    if isinstance(exc, Unauthenticated):
+        return flight.FlightUnauthenticatedError(message, extra_info=exc.extra_info())
+    if isinstance(exc, PermissionDenied):
+        return flight.FlightUnauthorizedError(message, extra_info=exc.extra_info())
     return flight.FlightServerError(message, extra_info=exc.extra_info())
 
 
@@ -89,6 +95,10 @@ def status_name(exc: BaseException | None) -> str:
         return "INVALID_ARGUMENT"
     if isinstance(exc, (Cancelled, flight.FlightCancelledError)):
         return "CANCELLED"
+    if isinstance(exc, (Unauthenticated, flight.FlightUnauthenticatedError)):
+        return "UNAUTHENTICATED"
+    if isinstance(exc, (PermissionDenied, flight.FlightUnauthorizedError)):
+        return "PERMISSION_DENIED"
     if isinstance(exc, (FlightPaimonError, flight.FlightServerError)):
         return "UNKNOWN"
     if isinstance(exc, flight.FlightUnavailableError):

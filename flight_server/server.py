@@ -1,12 +1,15 @@
 """The Flight adapter: decode the request, call the module that owns it, return a stream.
 
-Every handler runs inside `_call`, which binds table/partition/peer for logging, writes one line
-per finished RPC and converts errors once through `errors.to_flight`.
+Every handler runs inside `_call`, which binds table/partition/peer/principal for logging, writes
+one line per finished RPC and converts errors once through `errors.to_flight`. With --auth the
+middleware has authenticated the call before it gets here; each handler asks the call's `Access`
+for the grant its table needs before touching it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 
@@ -15,9 +18,12 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server import actions
+from flight_server.auth import READ, WRITE, Access, AuthConfig
 from flight_server.errors import install_clean_details, status_name, to_flight
 from flight_server.ingest.streams import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, Ingest
+from flight_server.limits import StreamSlots, TableBudget
 from flight_server.metrics import Metrics
+from flight_server.middleware import AUTH, AuthMiddlewareFactory, access
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.source import PushSource
 from flight_server.push.tables import PushRegistry
@@ -36,17 +42,25 @@ _STREAMS = ("do_put", "do_get")
 
 
 class _Call:
-    """Per-RPC accounting for the one log line written when the call ends, and its metrics."""
+    """Per-RPC accounting for the one log line written when the call ends, its metrics, and its
+    stream slot (`--max-streams`)."""
 
-    def __init__(self, metrics: Metrics | None, method: str, context, **fields):
-        self.metrics, self.method = metrics, method
+    def __init__(self, server: FlightPaimonServer, method: str, context, **fields):
+        self.metrics, self.method = server.metrics, method
+        self.access: Access = access(context)
         self.fields = {"rpc": method, "peer": context.peer() if context else None, **fields}
+        if self.access.name is not None:
+            self.fields["principal"] = self.access.name
         self.rows = 0
         self.bytes = 0
         self.start = time.perf_counter()
         self._counters = None  # (rows, bytes) Prometheus counters, once the call knows its table
-        if metrics is not None and method in _STREAMS:
-            metrics.open_streams.labels(method).inc()
+        self._slots = None
+        if method in _STREAMS:
+            server.streams.acquire(method)
+            self._slots = server.streams
+            if self.metrics is not None:
+                self.metrics.open_streams.labels(method).inc()
 
     def count_as(self, kind: str, table, direction: str) -> None:
         if self.metrics is not None:
@@ -61,10 +75,12 @@ class _Call:
 
     def done(self, error: BaseException | None = None) -> None:
         seconds = time.perf_counter() - self.start
+        if self._slots is not None:
+            self._slots.release()
         if self.metrics is not None:
             self.metrics.rpcs.labels(self.method, status_name(error)).inc()
             self.metrics.rpc_seconds.labels(self.method).observe(seconds)
-            if self.method in _STREAMS:
+            if self._slots is not None:
                 self.metrics.open_streams.labels(self.method).dec()
         fields = dict(self.fields, rows=self.rows, bytes=self.bytes, duration_ms=round(seconds * 1000, 2))
         if error is None:
@@ -76,9 +92,13 @@ class _Call:
 
 
 @contextlib.contextmanager
-def _call(metrics: Metrics | None, method: str, context, streaming: bool = False, **fields):
+def _call(server: FlightPaimonServer, method: str, context, streaming: bool = False, **fields):
     """Log and map errors of one RPC; a `streaming` call's stream writes its line when it ends."""
-    call = _Call(metrics, method, context, **fields)
+    try:
+        call = _Call(server, method, context, **fields)
+    except BaseException as e:  # refused before it started (--max-streams)
+        log.warning("rpc_failed", rpc=method, error=str(e), peer=context.peer() if context else None)
+        raise to_flight(e) from None
     try:
         yield call
     except BaseException as e:
@@ -95,11 +115,18 @@ class FlightPaimonServer(flight.FlightServerBase):
     def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
                  ticket_key: bytes | None = None, warehouse: str | None = None, metrics: bool = False,
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
-                 **kwargs):
+                 auth: AuthConfig | None = None, streams: StreamSlots | None = None,
+                 budget: TableBudget | None = None, **kwargs):
+        """`auth`: principals and grants (None: every caller may do everything); `streams`: the
+        --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
+        TLS goes through pyarrow's own `tls_certificates`, `verify_client`, `root_certificates`."""
+        if auth is not None:
+            kwargs["middleware"] = {**kwargs.get("middleware", {}), AUTH: AuthMiddlewareFactory(auth)}
         super().__init__(location, **kwargs)
         install_clean_details()
         self.warehouse = warehouse
-        self.push = PushRegistry()
+        self.streams = streams or StreamSlots()
+        self.push = PushRegistry(budget)
         self.pushed = PushSource(self.push)
         self.paimon = PaimonSource(warehouse)
         self.metrics = Metrics(self.push, self.paimon) if metrics else None
@@ -115,29 +142,32 @@ class FlightPaimonServer(flight.FlightServerBase):
 
     def list_flights(self, context, criteria):
         """Push tables and Paimon tables whose name starts with `criteria` (UTF-8; empty: all)."""
-        with _call(self.metrics, "list_flights", context):
+        with _call(self, "list_flights", context) as call:
             prefix = criteria.decode("utf-8", "replace") if criteria else ""
-            infos = [self._info(flight.FlightDescriptor.for_path(*names.push_path(t.name)),
+            readable = call.access.allows
+            infos = [self._info(call, flight.FlightDescriptor.for_path(*names.push_path(t.name)),
                                 self.pushed.plan(PushTarget(t.name)))
-                     for t in self.push.tables() if t.name.startswith(prefix)]
+                     for t in self.push.tables() if t.name.startswith(prefix) and readable(READ, t.name)]
             if self.warehouse:
-                infos += [info for t in self.paimon.tables() if t.name.startswith(prefix)
-                          if (info := self._paimon_summary(t)) is not None]
+                infos += [info for t in self.paimon.tables() if t.name.startswith(prefix) and readable(READ, t.name)
+                          if (info := self._paimon_summary(call, t)) is not None]
         yield from infos
 
     def get_schema(self, context, descriptor):
-        with _call(self.metrics, "get_schema", context):
+        with _call(self, "get_schema", context) as call:
             source, request = self._request(descriptor)
+            _require(call, READ, request)
             return flight.SchemaResult(source.schema(request))
 
     def get_flight_info(self, context, descriptor):
-        with _call(self.metrics, "get_flight_info", context) as call:
+        with _call(self, "get_flight_info", context) as call:
             source, request = self._request(descriptor)
             if isinstance(request, PaimonRequest):
                 call.fields.update(table=request.table, mode=request.mode)
             else:
                 call.fields.update(table=request.name, partition=request.partition)
-            return self._info(descriptor, source.plan(request))
+            _require(call, READ, request)
+            return self._info(call, descriptor, source.plan(request))
 
     def _request(self, descriptor) -> tuple[Source, object]:
         """The source a descriptor names, and its request."""
@@ -155,11 +185,14 @@ class FlightPaimonServer(flight.FlightServerBase):
             "Paimon read or {\"push\": NAME, \"partition\": P, \"start\": S, \"end\": E} for a replay."
         )
 
-    def _info(self, descriptor, plan: ReadPlan, app_metadata: bytes = b"") -> flight.FlightInfo:
-        endpoints = [flight.FlightEndpoint(self.tickets.encode(t), self.advertise) for t in plan.tickets]
+    def _info(self, call: _Call, descriptor, plan: ReadPlan, app_metadata: bytes = b"") -> flight.FlightInfo:
+        """The FlightInfo of a plan; each ticket is bound to the principal that planned it."""
+        principal = call.access.name
+        endpoints = [flight.FlightEndpoint(self.tickets.encode(dataclasses.replace(t, principal=principal)),
+                                           self.advertise) for t in plan.tickets]
         return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1, app_metadata=app_metadata)
 
-    def _paimon_summary(self, table) -> flight.FlightInfo | None:
+    def _paimon_summary(self, call: _Call, table) -> flight.FlightInfo | None:
         """A Paimon table as list_flights shows it: the plan of its latest snapshot, and a summary
         (None when it was dropped while the list was made)."""
         meta = {"table": table.name, "buckets": table.buckets, "latest_snapshot": table.latest_snapshot,
@@ -169,13 +202,14 @@ class FlightPaimonServer(flight.FlightServerBase):
             plan = self.paimon.plan(PaimonRequest(table.name))
         except NotFound:
             return None
-        return self._info(desc, plan, json.dumps(meta).encode())
+        return self._info(call, desc, plan, json.dumps(meta).encode())
 
     # -- data ----------------------------------------------------------------------------
 
     def do_put(self, context, descriptor, reader, writer):
-        with _call(self.metrics, "do_put", context) as call:
+        with _call(self, "do_put", context) as call:
             target = _put_target(descriptor)
+            _require(call, WRITE, target)
             if isinstance(target, WriteTarget):
                 self._ingest(call, context, target, reader, writer)
             else:
@@ -207,9 +241,11 @@ class FlightPaimonServer(flight.FlightServerBase):
                         context.is_cancelled, call.fields)
 
     def do_get(self, context, ticket):
-        with _call(self.metrics, "do_get", context, streaming=True) as call:
+        with _call(self, "do_get", context, streaming=True) as call:
             decoded = self.tickets.decode(ticket.ticket)
             call.fields.update(_ticket_fields(decoded))
+            call.access.require_ticket(decoded.principal)
+            _require(call, READ, decoded.request if isinstance(decoded, PaimonTicket) else decoded)
             if isinstance(decoded, PaimonTicket):
                 call.count_as("paimon", decoded.request.table, "out")
             else:
@@ -241,14 +277,9 @@ class FlightPaimonServer(flight.FlightServerBase):
         return [(name, text) for name, text in actions.DESCRIPTIONS.items()]
 
     def do_action(self, context, action):
-        with _call(self.metrics, "do_action", context, action=action.type):
-            handler = actions.HANDLERS.get(action.type)
-            if handler is None:
-                raise InvalidRequest(
-                    f"Unknown action {action.type!r}; list_actions names them: {', '.join(actions.HANDLERS)}."
-                )
+        with _call(self, "do_action", context, action=action.type) as call:
             body = parse_json_object(action.body.to_pybytes() if action.body else b"", f"body of action {action.type!r}")
-            result = handler(self.registries, body)
+            result = actions.run(self.registries, action.type, body, call.access)
         return [json.dumps(result).encode()]
 
     def close_streams(self, reason: str = "the server is shutting down") -> None:
@@ -280,6 +311,14 @@ def _put_target(descriptor) -> PushTarget | WriteTarget:
     if names.WRITE not in cmd:
         raise InvalidRequest('A do_put command names its Paimon table in "write": {"write": "db.t", "producer": "ID"}.')
     return WriteTarget.from_json(cmd)
+
+
+def _require(call: _Call, grant: str, target) -> None:
+    """The call's principal must hold `grant` on the table `target` names (any request or ticket)."""
+    if isinstance(target, (PaimonRequest, WriteTarget)):
+        call.access.require(grant, target.table, f"Paimon table {target.table!r}")
+    else:
+        call.access.require(grant, target.name, f"push table {target.name!r}")
 
 
 def _ticket_fields(ticket: Ticket) -> dict:

@@ -43,6 +43,7 @@ class PushTicket:
     start: int | None = None
     end: int | None = None
     view: str | None = None  # a viewer's ticket: "earliest" or "latest"; never consumes
+    principal: str | None = None  # who planned it (--auth): only they may read it
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class PaimonTicket:
     next: int | None = None
     bucket: int | None = None
     group: tuple[int, int] | None = None
+    principal: str | None = None  # who planned it (--auth): only they may read it
 
 
 Ticket = PushTicket | PaimonTicket
@@ -154,7 +156,8 @@ def _from_payload(payload) -> Ticket:
         if view not in (None, *names.VIEW_STARTS) or (view is not None and start is not None):
             raise InvalidRequest(_MALFORMED.format(f"view {view!r}"))
         return PushTicket(_check(payload.get("name"), "str", "name"), _check(payload.get("uid"), "str", "uid"),
-                          _check(payload.get("partition"), "int", "partition"), start, end, view)
+                          _check(payload.get("partition"), "int", "partition"), start, end, view,
+                          _check(payload.get("principal"), "str", "principal", True))
     if kind == names.PAIMON:
         request = PaimonRequest.from_json(payload.get("request"))
         mode = payload.get("mode")
@@ -167,7 +170,8 @@ def _from_payload(payload) -> Ticket:
         if mode == "follow" and ints["next"] is None:
             raise InvalidRequest(_MALFORMED.format("a follow without its next snapshot"))
         return PaimonTicket(request, _check(payload.get("identity"), "str", "identity", True), mode,
-                            group=_check(payload.get("group"), "pair", "group", True), **ints)
+                            group=_check(payload.get("group"), "pair", "group", True),
+                            principal=_check(payload.get("principal"), "str", "principal", True), **ints)
     raise InvalidRequest(_MALFORMED.format(f"kind {kind!r}"))
 
 

@@ -35,7 +35,8 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
             result = client.action(name, body)
             assert isinstance(result, dict), (name, result)
             if name == "register":
-                assert result == {"name": body["name"], "partitions": body["partitions"], "capacity": body["capacity"]}
+                assert result == {"name": body["name"], "partitions": body["partitions"], "capacity": body["capacity"],
+                                  "capacity_bytes": body["capacity_bytes"]}
         elif "write" in body:  # a durable write's do_put target: one batch into db.orders, acked once committed
             sink = client.paimon_sink(body["write"], producer=body["producer"])
             sink.write(rows(100, 3))

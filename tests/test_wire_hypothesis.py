@@ -187,7 +187,7 @@ def test_from_flight_gives_clients_the_protocols_error_types(client):
         (lambda: client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(10)).read_all(),
          PartitionFailed, "push table 't' partition 0 failed: shard 7 crashed"),
         (lambda: client.stats("nope"), NotFound, "Push table 'nope' is not registered"),
-        (lambda: client.action(names.STATS, {"name": 5}), InvalidRequest, "Push table name 5 is not valid"),
+        (lambda: client.action(names.STATS, {"name": 5}), InvalidRequest, "Action 'stats': 'name' must be a table name (a string), got 5"),
     ]
     for fn, kind, start in cases:
         with pytest.raises(Exception) as e:

@@ -3,7 +3,8 @@
 Batches get sequence numbers 0, 1, 2, ... in append order. Invariants, under `_cond`'s lock:
 - `_committed <= _sent <= _next_seq` and `_next_seq - _committed <= capacity`: at most
   `capacity` batches are held that no consumer has committed, and nothing is committed that no
-  reader has been sent. An append that would break the bound waits (that wait is the producer's
+  reader has been sent. With `capacity_bytes`, they also hold at most that many bytes; a batch
+  larger than that alone is refused (it fails the partition) instead of waiting forever. An append that would break the bound waits (that wait is the producer's
   backpressure: the server stops reading its stream, gRPC flow control blocks it).
 - At most `writers` producer streams ever attach; the partition reaches EOF after `writers`
   clean ends, and any broken stream fails it.
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from flight_server.push.view import PartitionView
-from flight_server.wire.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
+from flight_server.limits import mib
+from flight_server.wire.errors import Cancelled, InvalidRequest, LimitExceeded, PartitionFailed, WrongState
 
 POLL_S = 0.05
 
@@ -43,6 +45,7 @@ class PartitionStats:
     committed: int
     queued_batches: int
     queued_bytes: int
+    capacity_bytes: int | None
     rows_in: int
     rows_out: int
     writers_attached: int
@@ -57,9 +60,11 @@ class PartitionStats:
 class PartitionLog:
     """One partition: appends from `writers` producer streams, reads by drain or by offset range."""
 
-    def __init__(self, label: str, capacity: int, writers: int = 1, idle_timeout_s: float | None = None):
+    def __init__(self, label: str, capacity: int, writers: int = 1, idle_timeout_s: float | None = None,
+                 capacity_bytes: int | None = None):
         self.label = label  # "table NAME partition P", used in every message
         self.capacity = capacity
+        self.capacity_bytes = capacity_bytes
         self.writers = writers
         self.idle_timeout_s = idle_timeout_s
         self._cond = threading.Condition()
@@ -77,6 +82,7 @@ class PartitionLog:
         self._last_activity = time.monotonic()
         self._views: list[PartitionView] = []  # viewers (flight_cli tail): offered each append
         self._queued_bytes = 0
+        self._waiting = 0  # producers waiting in append for room
         self._rows_in = 0
         self._rows_out = 0
 
@@ -107,7 +113,7 @@ class PartitionLog:
         with self._cond:
             if self.idle_timeout_s is None or self._state != OPEN:
                 return
-            if self._next_seq - self._committed >= self.capacity:
+            if self._full_locked():
                 self._last_activity = now
             elif now - self._last_activity > self.idle_timeout_s:
                 self._fail_locked(
@@ -121,15 +127,25 @@ class PartitionLog:
         Raises the partition's error once it has failed, and `Cancelled` (after failing the
         partition) when `cancelled()` says the producer's own stream went away while waiting.
         """
+        size = batch.nbytes
         with self._cond:
-            while True:
-                self._raise_unless_open()
-                if self._next_seq - self._committed < self.capacity:
-                    break
-                if cancelled():
-                    self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
-                    raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
-                self._cond.wait(POLL_S)
+            self._raise_unless_open()
+            if self.capacity_bytes is not None and size > self.capacity_bytes:
+                message = (f"a batch of {mib(size)} is larger than {self.label}'s capacity_bytes "
+                           f"({mib(self.capacity_bytes)}); send smaller batches, or register the table with a "
+                           "larger capacity_bytes")
+                self._fail_locked(message)
+                raise LimitExceeded(f"Refused: {message}. The partition failed.")
+            self._waiting += 1
+            try:
+                while not self._has_room_locked(size):
+                    if cancelled():
+                        self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
+                        raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
+                    self._cond.wait(POLL_S)
+                    self._raise_unless_open()
+            finally:
+                self._waiting -= 1
             seq = self._next_seq
             self._batches.append(batch)
             self._next_seq += 1
@@ -140,6 +156,15 @@ class PartitionLog:
                 view.offer(seq, batch)
             self._cond.notify_all()
             return seq
+
+    def _has_room_locked(self, size: int) -> bool:
+        if self._next_seq - self._committed >= self.capacity:
+            return False
+        return self.capacity_bytes is None or self._queued_bytes + size <= self.capacity_bytes
+
+    def _full_locked(self) -> bool:
+        """Waiting for its reader, not its producers: full in batches, or a producer waits for room."""
+        return self._waiting > 0 or self._next_seq - self._committed >= self.capacity
 
     def writer_done(self) -> bool:
         """Record one producer stream's clean end; return True when the partition hit EOF."""
@@ -218,7 +243,7 @@ class PartitionLog:
         with self._cond:
             while True:
                 if self._batches:
-                    if self._next_seq - self._committed >= self.capacity:
+                    if self._full_locked():
                         self._last_activity = time.monotonic()  # room again: the idle clock restarts
                     batch = self._batches.popleft()
                     self._committed += 1
@@ -306,7 +331,7 @@ class PartitionLog:
                     f"Cannot commit {self.label} up to {upto}: readers were sent batches up to "
                     f"{self._sent} ({self._next_seq} appended); commit only offsets you have read."
                 )
-            was_full = self._next_seq - self._committed >= self.capacity
+            was_full = self._full_locked()
             while self._committed < upto:
                 self._account_out(self._batches.popleft(), count_rows=False)
                 self._committed += 1
@@ -332,6 +357,7 @@ class PartitionLog:
                 committed=self._committed,
                 queued_batches=len(self._batches),
                 queued_bytes=self._queued_bytes,
+                capacity_bytes=self.capacity_bytes,
                 rows_in=self._rows_in,
                 rows_out=self._rows_out,
                 writers_attached=self._writers_attached,

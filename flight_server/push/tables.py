@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
+from flight_server.limits import TableBudget
 from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
 from flight_server.push.log import PartitionLog
 from flight_server.wire.names import is_utf8
@@ -16,6 +17,7 @@ from flight_server.wire.schemas import describe, schema_difference
 
 MAX_PARTITIONS = 1024
 MAX_CAPACITY = 1 << 20
+MAX_CAPACITY_BYTES = 1 << 40
 MAX_IDLE_TIMEOUT_S = 86400.0
 WATCHDOG_TICK_S = 0.05  # how late past its idle_timeout_s a quiet partition may fail
 END_MARKER_MODES = ("required", "optional")
@@ -32,6 +34,7 @@ class PushTable:
     # "optional": a stream that half-closes without {"end": N} counts as a clean end (unsafe:
     # a crashed producer looks the same); for plain Flight clients that cannot send the marker.
     end_marker: str = "required"
+    capacity_bytes: int | None = None  # each partition's byte bound (None: batches only)
     # Tells this table from an earlier one of the same name, so old tickets are refused.
     uid: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -89,7 +92,8 @@ def _check_name(name) -> str:
 class PushRegistry:
     """All push tables of one server. Thread-safe; the tables' logs have their own locks."""
 
-    def __init__(self):
+    def __init__(self, budget: TableBudget | None = None):
+        self.budget = budget or TableBudget()
         self._lock = threading.Lock()
         self._tables: dict[str, PushTable] = {}
         self._closing: str | None = None
@@ -97,19 +101,23 @@ class PushRegistry:
         self._watchdog: threading.Thread | None = None
 
     def register(self, name, schema: pa.Schema, capacity=16, partitions=1, writers=1,
-                 end_marker="required", idle_timeout_s=None) -> PushTable:
+                 end_marker="required", idle_timeout_s=None, capacity_bytes=None) -> PushTable:
         _check_name(name)
         capacity = _positive_int(capacity, f"capacity of push table {name!r}", MAX_CAPACITY)
         partitions = _positive_int(partitions, f"partitions of push table {name!r}", MAX_PARTITIONS)
         writers = _positive_int(writers, f"writers of push table {name!r}", 1 << 16)
         end_marker = _end_marker(end_marker, name)
         idle = _idle_timeout(idle_timeout_s, name)
+        if capacity_bytes is not None:
+            capacity_bytes = _positive_int(capacity_bytes, f"capacity_bytes of push table {name!r}", MAX_CAPACITY_BYTES)
+        capacity_bytes = self.budget.capacity_bytes(capacity_bytes)
         if len(schema) == 0:
             raise InvalidRequest(f"Push table {name!r} needs at least one column; the schema has none.")
         table = PushTable(
             name, schema, capacity,
-            [PartitionLog(f"push table {name!r} partition {p}", capacity, writers, idle) for p in range(partitions)],
-            end_marker,
+            [PartitionLog(f"push table {name!r} partition {p}", capacity, writers, idle, capacity_bytes)
+             for p in range(partitions)],
+            end_marker, capacity_bytes,
         )
         with self._lock:
             if self._closing:
@@ -118,6 +126,7 @@ class PushRegistry:
                 raise InvalidRequest(
                     f"Push table {name!r} is already registered; drop it first or pick another name."
                 )
+            self.budget.reserve(name, partitions, capacity_bytes)
             self._tables[name] = table
             if idle is not None and self._watchdog is None:
                 self._watchdog = threading.Thread(target=self._watch_idle, name="push-idle-watchdog", daemon=True)
@@ -161,6 +170,8 @@ class PushRegistry:
         _check_name(name)
         with self._lock:
             table = self._tables.pop(name, None)
+            if table is not None:
+                self.budget.release(len(table.partitions), table.capacity_bytes)
         if table is None:
             raise NotFound(f"Push table {name!r} is not registered; nothing to drop.")
         for log in table.partitions:
@@ -188,6 +199,7 @@ class PushRegistry:
             t.name: {
                 "schema": describe(t.schema),
                 "capacity": t.capacity,
+                "capacity_bytes": t.capacity_bytes,
                 "end_marker": t.end_marker,
                 "idle_timeout_s": t.partitions[0].idle_timeout_s,
                 "partitions": {str(i): asdict(log.stats()) for i, log in enumerate(t.partitions)},

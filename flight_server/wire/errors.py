@@ -58,6 +58,26 @@ class CommitFailed(WrongState):
     code = "commit_failed"
 
 
+class LimitExceeded(WrongState):
+    """A server limit (--max-memory, --max-streams, --max-tables, --max-partitions, a partition's
+    capacity_bytes) would be passed: RESOURCE_EXHAUSTED in spirit, UNKNOWN with this code on the
+    wire (pyarrow's server has no way to send RESOURCE_EXHAUSTED)."""
+
+    code = "resource_exhausted"
+
+
+class Unauthenticated(FlightPaimonError):
+    """No bearer token, or one the server does not know: UNAUTHENTICATED on the wire."""
+
+    code = "unauthenticated"
+
+
+class PermissionDenied(FlightPaimonError):
+    """The caller's principal has no grant for this: PERMISSION_DENIED on the wire."""
+
+    code = "permission_denied"
+
+
 class Cancelled(FlightPaimonError):
     """The other end of the stream went away (consumer or producer cancelled)."""
 
@@ -94,11 +114,12 @@ def from_flight(exc: BaseException) -> FlightPaimonError:
     import pyarrow.flight as flight
 
     message = error_message(exc)
-    by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, CommitFailed, Cancelled, Internal)}
+    by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, CommitFailed, LimitExceeded, Cancelled, Internal)}
     code = _extra_info_code(getattr(exc, "extra_info", None))
     if code in by_code:  # the server's own word on what kind of error this is
         return by_code[code](message)
     kinds = [
+        (flight.FlightUnauthenticatedError, Unauthenticated), (flight.FlightUnauthorizedError, PermissionDenied),
         (flight.FlightUnavailableError, Unavailable), (flight.FlightCancelledError, Cancelled),
         (flight.FlightInternalError, Internal), (KeyError, NotFound),
         (pa.ArrowInvalid, InvalidRequest), (flight.FlightError, WrongState),

@@ -1,0 +1,189 @@
+"""Who may do what: principals, their bearer tokens and their grants per table (no Flight imports).
+
+`serve --auth FILE` loads an `AuthConfig`:
+
+    {"principals": [{"name": "etl", "token_sha256": "<hex of sha256(token)>",
+                     "grants": [{"tables": "orders*", "allow": ["read", "write"]}]}]}
+
+(`"token"` in clear text is accepted too). Table patterns are shell-style globs over push table
+names and Paimon `DB.TABLE` names. Three grants, each independent of the others:
+- `read`: get_flight_info, get_schema, do_get, list_flights, stats, latest_snapshot, consumer_progress
+- `write`: do_put, commit (a push table's offsets), consumer_commit, producer_state
+- `admin`: register, drop, fail, create_table
+
+The server authenticates every call once (the middleware in `server_auth.py`) and asks an
+`Access` before it touches a table; this module is the one place a grant is decided. A token is
+only ever hashed here: it is never stored, logged, put in an error or in a ticket.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from flight_server.wire.errors import PermissionDenied, Unauthenticated
+
+READ, WRITE, ADMIN = "read", "write", "admin"
+GRANTS = (READ, WRITE, ADMIN)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class AuthConfigError(ValueError):
+    """The --auth file is unreadable or malformed; the message names the file and the entry."""
+
+
+def token_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Grant:
+    tables: str  # a shell-style glob
+    allow: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    grants: tuple[Grant, ...]
+
+    def allows(self, grant: str, table: str) -> bool:
+        return any(grant in g.allow and fnmatch.fnmatchcase(table, g.tables) for g in self.grants)
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one call may do: its principal's grants, or everything when the server has no --auth."""
+
+    principal: Principal | None = None
+
+    @property
+    def name(self) -> str | None:
+        return self.principal.name if self.principal else None
+
+    def allows(self, grant: str, table: str) -> bool:
+        return self.principal is None or self.principal.allows(grant, table)
+
+    def require(self, grant: str, table: str, what: str) -> None:
+        """Raise PERMISSION_DENIED unless the principal holds `grant` on `table`; `what` is the
+        table as a message names it ("push table 'x'", "Paimon table 'db.t'")."""
+        if not self.allows(grant, table):
+            raise PermissionDenied(
+                f"Principal {self.name!r} may not {grant} {what}: it holds no {grant!r} grant on a pattern "
+                f"matching {table!r}; ask the server's operator to add one to the --auth file."
+            )
+
+    def require_ticket(self, planned_for: str | None) -> None:
+        """A ticket is served only to the principal it was planned for."""
+        if self.principal is not None and planned_for != self.name:
+            raise PermissionDenied(
+                f"This ticket was planned for another principal than {self.name!r}; plan the read with "
+                "your own token (get_flight_info) and use the tickets it returns."
+            )
+
+
+ALLOW_ALL = Access()
+
+
+class AuthConfig:
+    """The principals of an --auth file, looked up by the sha256 of their token."""
+
+    def __init__(self, principals: list[tuple[str, Principal]]):
+        self._by_hash = dict(principals)
+
+    @classmethod
+    def load(cls, path: str) -> AuthConfig:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise AuthConfigError(f"cannot read --auth file {path!r}: {e.strerror}.") from None
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise AuthConfigError(f"--auth file {path!r} is not JSON ({e}).") from None
+        return cls.parse(doc, path)
+
+    @classmethod
+    def parse(cls, doc, path: str = "<auth>") -> AuthConfig:
+        where = f"--auth file {path!r}"
+        if not isinstance(doc, dict) or not isinstance(doc.get("principals"), list) or not doc["principals"]:
+            raise AuthConfigError(f'{where} must be {{"principals": [{{"name", "token_sha256", "grants"}}, ...]}} '
+                                  "with at least one principal.")
+        entries, names = [], set()
+        for i, p in enumerate(doc["principals"]):
+            entry = f"{where}, principal {i}"
+            if not isinstance(p, dict):
+                raise AuthConfigError(f"{entry} is not a JSON object.")
+            unknown = sorted(set(p) - {"name", "token", "token_sha256", "grants"})
+            if unknown:
+                raise AuthConfigError(f"{entry} has an unknown key {unknown[0]!r} (keys: name, token_sha256 or "
+                                      "token, grants).")
+            name = p.get("name")
+            if not isinstance(name, str) or not name.strip():
+                raise AuthConfigError(f"{entry} needs a non-empty string \"name\".")
+            entry = f"{where}, principal {name!r}"
+            if name in names:
+                raise AuthConfigError(f"{entry} appears twice; principal names are unique.")
+            names.add(name)
+            digest = _digest(p, entry)
+            if digest in {d for d, _ in entries}:
+                raise AuthConfigError(f"{entry} has the same token as another principal; give each its own.")
+            entries.append((digest, Principal(name, _grants(p.get("grants"), entry))))
+        return cls(entries)
+
+    def authenticate(self, authorization: list | None) -> Access:
+        """The Access of an `authorization` header's values (`Bearer TOKEN`)."""
+        values = [v.decode("latin-1") if isinstance(v, bytes) else str(v) for v in authorization or []]
+        bearer = [v[7:].strip() for v in values if v[:7].lower() == "bearer "]
+        if not bearer:
+            raise Unauthenticated(
+                "This server requires a bearer token (header 'authorization: Bearer TOKEN'): pass "
+                "flight_cli --token or FLIGHT_PAIMON_TOKEN, Client(token=...), or Spark's option 'token'."
+            )
+        principal = self._by_hash.get(token_sha256(bearer[0]))
+        if principal is None:
+            raise Unauthenticated(
+                "The bearer token is not known to this server; check the token you pass "
+                "(--token, FLIGHT_PAIMON_TOKEN, Client(token=...), option 'token')."
+            )
+        return Access(principal)
+
+    @property
+    def principals(self) -> list[str]:
+        return [p.name for p in self._by_hash.values()]
+
+
+def _digest(p: dict, entry: str) -> str:
+    if ("token" in p) == ("token_sha256" in p):
+        raise AuthConfigError(f"{entry} needs exactly one of \"token_sha256\" (hex of sha256 of the token, "
+                              "preferred) or \"token\".")
+    if "token" in p:
+        if not isinstance(p["token"], str) or len(p["token"]) < 16:
+            raise AuthConfigError(f"{entry}: \"token\" must be a string of at least 16 characters.")
+        return token_sha256(p["token"])
+    digest = p["token_sha256"]
+    if not isinstance(digest, str) or not _HEX64.fullmatch(digest.lower()):
+        raise AuthConfigError(f"{entry}: \"token_sha256\" must be 64 hex digits (e.g. "
+                              "`printf %s TOKEN | sha256sum`).")
+    return digest.lower()
+
+
+def _grants(value, entry: str) -> tuple[Grant, ...]:
+    if not isinstance(value, list):
+        raise AuthConfigError(f'{entry} needs "grants": [{{"tables": "PATTERN", "allow": ["read", ...]}}] '
+                              "(an empty list grants nothing).")
+    grants = []
+    for j, g in enumerate(value):
+        if not isinstance(g, dict) or set(g) != {"tables", "allow"}:
+            raise AuthConfigError(f'{entry}, grant {j} must be {{"tables": "PATTERN", "allow": [...]}}.')
+        tables, allow = g["tables"], g["allow"]
+        if not isinstance(tables, str) or not tables:
+            raise AuthConfigError(f'{entry}, grant {j}: "tables" must be a non-empty glob, e.g. "orders*" or "db.*".')
+        if not isinstance(allow, list) or not allow or any(a not in GRANTS for a in allow):
+            raise AuthConfigError(f'{entry}, grant {j}: "allow" must list some of {", ".join(GRANTS)}; got {allow!r}.')
+        grants.append(Grant(tables, frozenset(allow)))
+    return tuple(grants)
