@@ -11,6 +11,7 @@ import pyarrow.flight as flight
 from flight_server.wire.schemas import encode_schema
 from flight_server.wire import messages, names
 from flight_server.wire.errors import error_message  # noqa: F401  (re-exported for callers)
+from producers.credentials import Credentials
 from producers.paimon_sink import PaimonSink
 from producers.sink import TableSink
 
@@ -42,22 +43,33 @@ class Client:
     """Talks to one flight-paimon server. Every unary call carries `timeout` seconds."""
 
     def __init__(self, uri: str = "grpc://127.0.0.1:8815", timeout: float = 30.0,
-                 max_reconnect_backoff_s: float | None = None):
-        """`max_reconnect_backoff_s` caps gRPC's wait between connection attempts after the server
+                 max_reconnect_backoff_s: float | None = None, token: str | None = None,
+                 tls_root_certs=None, cert_chain=None, private_key=None, credentials: Credentials | None = None):
+        """For a secured server: `token` (sent as `authorization: Bearer TOKEN`), `tls_root_certs`
+        (the CA of the server's certificate, PEM bytes or a file path; the URI is grpc+tls://),
+        `cert_chain` and `private_key` (this client's certificate, when the server demands one:
+        mTLS); or all of them as one `credentials`.
+
+        `max_reconnect_backoff_s` caps gRPC's wait between connection attempts after the server
         went away (gRPC's own default grows to 120 s, and its resolver waits 30 s between
         re-resolutions: measured 5-10 s to reach a server restarted in 1.5 s, 0.1 s with both
         capped); a sink that resumes writes sets it low."""
         self.uri = uri
         self.timeout = timeout
+        self.credentials = credentials or Credentials.of(token, tls_root_certs, cert_chain, private_key)
+        if self.credentials.tls and not uri.startswith("grpc+tls://"):
+            raise ValueError(f"TLS certificates were given but {uri!r} is not a TLS address; use grpc+tls://HOST:PORT.")
         options = []
         if max_reconnect_backoff_s is not None:
             ms = max(1, int(max_reconnect_backoff_s * 1000))
             options = [("grpc.initial_reconnect_backoff_ms", min(100, ms)), ("grpc.min_reconnect_backoff_ms", min(100, ms)),
                        ("grpc.max_reconnect_backoff_ms", ms), ("grpc.dns_min_time_between_resolutions_ms", min(100, ms))]
-        self.flight = flight.FlightClient(uri, generic_options=options)
+        self.flight = flight.FlightClient(uri, generic_options=options, **self.credentials.client_kwargs())
 
     def options(self, timeout: float | None = -1.0) -> flight.FlightCallOptions:
-        return flight.FlightCallOptions(timeout=self.timeout if timeout == -1.0 else timeout)
+        """Every call's options: its timeout (default: the client's), and the bearer token."""
+        return flight.FlightCallOptions(timeout=self.timeout if timeout == -1.0 else timeout,
+                                        headers=self.credentials.headers())
 
     def action(self, name: str, body: dict | None = None) -> dict:
         results = list(self.flight.do_action(
@@ -67,14 +79,18 @@ class Client:
     # -- push tables ---------------------------------------------------------------------
 
     def register(self, name: str, schema: pa.Schema, capacity: int = 16, partitions: int = 1,
-                 writers: int = 1, end_marker: str = "required", idle_timeout_s: float | None = None) -> dict:
+                 writers: int = 1, end_marker: str = "required", idle_timeout_s: float | None = None,
+                 capacity_bytes: int | None = None) -> dict:
         """Register a push table. `end_marker="optional"` lets plain Flight clients end a stream by
         half-closing (unsafe: a crashed producer looks the same); `idle_timeout_s` fails a
-        partition whose producers send nothing for that long."""
+        partition whose producers send nothing for that long; `capacity_bytes` bounds each
+        partition in bytes as well as in batches (a server with --max-memory sets one anyway)."""
         body = {"name": name, "schema": encode_schema(schema), "capacity": capacity,
                 "partitions": partitions, "writers": writers, "end_marker": end_marker}
         if idle_timeout_s is not None:
             body["idle_timeout_s"] = idle_timeout_s
+        if capacity_bytes is not None:
+            body["capacity_bytes"] = capacity_bytes
         return self.action(names.REGISTER, body)
 
     def register_streaming_table(self, name: str, schema: pa.Schema, capacity: int = 16,

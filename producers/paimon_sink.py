@@ -47,8 +47,9 @@ class PaimonSink(Slotted):
         self.reconnect_timeout = reconnect_timeout
         # Its own connection: after a server restart gRPC would otherwise wait up to 2 minutes
         # between connection attempts; this one retries at least every half second.
-        self._client = type(client)(client.uri, timeout=client.timeout, max_reconnect_backoff_s=0.5)
-        self._options = flight.FlightCallOptions(timeout=call_timeout)
+        self._client = type(client)(client.uri, timeout=client.timeout, max_reconnect_backoff_s=0.5,
+                                    credentials=client.credentials)
+        self._options = self._client.options(call_timeout)
         self.schema = client.flight.get_schema(flight.FlightDescriptor.for_path(*names.paimon_path(table)),
                                                options=client.options()).schema
         self._stream_schema = loosened(self.schema)

@@ -94,7 +94,7 @@ class TableSink(Slotted):
         self.name, self.partition, self.schema = name, partition, schema
         self._client = client
         self.label = f"push table {name!r} partition {partition}"
-        options = flight.FlightCallOptions(timeout=call_timeout)
+        options = client.options(call_timeout)
         descriptor = flight.FlightDescriptor.for_path(*names.push_path(name, partition))
         self._writer, self._acks = client.flight.do_put(descriptor, schema, options=options)
         self._slot: queue.Queue = queue.Queue(maxsize=1)

@@ -93,4 +93,4 @@ class BatchReader(DataSourceReader):
 
     def read(self, partition: EndpointPartition) -> Iterator[pa.RecordBatch]:
         if partition.ticket:
-            yield from read_partition(partition, self.schema)
+            yield from read_partition(partition, self.schema, self.opts.credentials)

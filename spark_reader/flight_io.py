@@ -11,8 +11,9 @@ from pyspark.sql.datasource import InputPartition
 
 from flight_server.wire import names
 from flight_server.wire.allocator import reuse_batch_buffers
-from flight_server.wire.errors import error_message
+from flight_server.wire.errors import connection_hint, error_message
 from producers import Client
+from producers.credentials import Credentials
 from spark_reader.options import Options
 
 
@@ -31,7 +32,7 @@ class EndpointPartition(InputPartition):
 
 
 def connect(opts: Options) -> Client:
-    return Client(opts.uri, timeout=opts.timeout)
+    return Client(opts.uri, timeout=opts.timeout, credentials=opts.credentials)
 
 
 def call(opts: Options, what: str, fn, *args):
@@ -41,7 +42,7 @@ def call(opts: Options, what: str, fn, *args):
     except flight.FlightUnavailableError as e:
         raise SourceError(
             f"Cannot reach the flight-paimon server at {opts.uri} ({what} of {opts.target}); check "
-            f".option('uri') and that the server runs. Cause: {_first_line(e)}"
+            f".option('uri') and that the server runs. Cause: {_first_line(e)}{connection_hint(e)}"
         ) from None
     except flight.FlightTimedOutError as e:
         raise SourceError(
@@ -73,7 +74,7 @@ def partitions_of(info: flight.FlightInfo, opts: Options) -> list[EndpointPartit
     return parts
 
 
-def read_partition(part: EndpointPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def read_partition(part: EndpointPartition, schema: pa.Schema, credentials: Credentials) -> Iterator[pa.RecordBatch]:
     """Stream one endpoint from its first reachable location, each batch cast to `schema`.
 
     Opens its own client inside the Spark task: partitions travel pickled, clients do not.
@@ -82,10 +83,10 @@ def read_partition(part: EndpointPartition, schema: pa.Schema) -> Iterator[pa.Re
     names = schema.names
     last_error: BaseException | None = None
     for uri in part.locations:
-        client = flight.FlightClient(uri)
+        client = Client(uri, credentials=credentials)
         sent = False
         try:
-            reader = client.do_get(flight.Ticket(part.ticket))
+            reader = client.flight.do_get(flight.Ticket(part.ticket), options=client.options(None))
             while True:
                 try:
                     chunk = reader.read_chunk()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from flight_server.wire import requests
+from producers.credentials import Credentials
 
 SCAN_MODES = requests.SCAN_MODES  # one vocabulary with `flight_cli tail --from`
 _SCHEMES = ("grpc", "grpc+tcp", "grpc+tls", "grpc+unix")
@@ -15,6 +16,7 @@ _KNOWN = {
     "consumer-id", "read.stream.maxsnapshotspertrigger", "read.stream.maxrowspertrigger",
     "path",  # Spark passes save()/load() arguments as "path"; refused below when set
     "checkpointlocation",  # writeStream's own option, passed along to sinks; Spark keeps the checkpoint
+    "token", "tls.root-certs", "tls.cert-chain", "tls.private-key",  # a secured server (docs/protocol.md)
 }
 
 
@@ -36,6 +38,8 @@ class Options:
     consumer_id: str | None = None
     max_snapshots_per_trigger: int | None = None
     max_rows_per_trigger: int | None = None
+    # The bearer token and TLS material (PEM read on the driver, shipped to tasks); never printed.
+    credentials: Credentials = field(default_factory=Credentials, repr=False)
 
     @property
     def target(self) -> str:
@@ -86,6 +90,7 @@ def parse(raw: Mapping[str, str]) -> Options:
         consumer_id=opts.get("consumer-id") or None,
         max_snapshots_per_trigger=_number(opts, "read.stream.maxsnapshotspertrigger", int),
         max_rows_per_trigger=_number(opts, "read.stream.maxrowspertrigger", int),
+        credentials=_credentials(opts, uri),
     )
     _check_combinations(parsed, "scan.mode" in opts)
     return parsed
@@ -110,6 +115,17 @@ def _uri(value: str | None) -> str:
     if parsed.scheme != "grpc+unix" and port is None:
         raise OptionError(f"Option 'uri' {value!r} has no port; use grpc://HOST:PORT.")
     return value
+
+
+def _credentials(opts: dict, uri: str) -> Credentials:
+    try:
+        creds = Credentials.of(opts.get("token") or None, opts.get("tls.root-certs") or None,
+                               opts.get("tls.cert-chain") or None, opts.get("tls.private-key") or None)
+    except ValueError as e:
+        raise OptionError(f"Options token / tls.*: {e}") from None
+    if creds.tls and not uri.startswith("grpc+tls://"):
+        raise OptionError(f"Options tls.* were given but option 'uri' {uri!r} is not a TLS address; use grpc+tls://HOST:PORT.")
+    return creds
 
 
 def _number(opts: dict, key: str, kind: type, default=None):

@@ -52,7 +52,7 @@ class _TaskWriter:
 
         self.opts, self.producer = opts, producer
         self.target = loosened(schema)
-        self.client = Client(opts.uri, timeout=opts.timeout)
+        self.client = Client(opts.uri, timeout=opts.timeout, credentials=opts.credentials)
         self.sink = self.client.paimon_sink(opts.table, producer=producer)
 
     def conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -126,7 +126,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return partitions_of(paimon_info(self._c(), self.opts, self.command(a, b)), self.opts)
 
     def read(self, partition: EndpointPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema)
+        return read_partition(partition, self.schema, self.opts.credentials)
 
     def commit(self, end: dict) -> None:
         # Offsets live in Spark's checkpoint; a consumer id also records them in the table, so

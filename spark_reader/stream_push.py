@@ -71,7 +71,7 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def read(self, partition: EndpointPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema)
+        return read_partition(partition, self.schema, self.opts.credentials)
 
     def commit(self, end: dict) -> None:
         self._commit(end)

@@ -43,7 +43,7 @@ class PushWriter(DataSourceArrowWriter):
         partition = task % self.partitions
         names = self.schema.names
         rows = batches = 0
-        client = Client(self.opts.uri, timeout=self.opts.timeout)
+        client = Client(self.opts.uri, timeout=self.opts.timeout, credentials=self.opts.credentials)
         try:
             with client.sink(self.opts.push, partition) as sink:
                 for batch in iterator:

@@ -15,6 +15,8 @@ from flight_server import logging as fp_logging
 from flight_server.cli import CliError
 from flight_server.cli.serve import cmd_serve
 from flight_server.cli.tail import cmd_tail as _tail
+from flight_server.limits import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_STREAMS, DEFAULT_MAX_TABLES, parse_bytes
+from flight_server.wire.errors import connection_hint
 from producers.client import Client, error_message
 
 DEFAULT_URI = "grpc://127.0.0.1:8815"
@@ -23,7 +25,12 @@ DEFAULT_URI = "grpc://127.0.0.1:8815"
 def _client(args) -> Client:
     if "://" not in args.uri:
         raise CliError(f"--uri {args.uri!r} has no scheme; use grpc://{args.uri} (or grpc+tls://).")
-    return Client(args.uri, timeout=args.timeout)
+    token = args.token if args.token is not None else os.environ.get("FLIGHT_PAIMON_TOKEN") or None
+    try:
+        return Client(args.uri, timeout=args.timeout, token=token, tls_root_certs=args.tls_root_certs,
+                      cert_chain=args.tls_cert_chain, private_key=args.tls_private_key)
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def cmd_register(args) -> int:
@@ -31,7 +38,8 @@ def cmd_register(args) -> int:
 
     result = _client(args).register(args.name, parse_spec(args.schema), capacity=args.capacity,
                                     partitions=args.partitions, writers=args.writers,
-                                    end_marker=args.end_marker, idle_timeout_s=args.idle_timeout_s)
+                                    end_marker=args.end_marker, idle_timeout_s=args.idle_timeout_s,
+                                    capacity_bytes=args.capacity_bytes)
     print(json.dumps(result))
     return 0
 
@@ -53,6 +61,13 @@ def cmd_create(args) -> int:
 def _names(values: list[str] | None) -> list[str]:
     """Repeatable and comma-separated: `--primary-key a,b` or `--primary-key a --primary-key b`."""
     return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _option(text: str) -> tuple[str, str]:
@@ -126,11 +141,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="durable writes: commit the batches of a Paimon table's producers at most this often")
     p.add_argument("--commit-bytes", type=int, default=64 << 20,
                    help="durable writes: commit sooner once this many bytes wait; producers wait past it")
+    s = p.add_argument_group("security (docs/protocol.md, \"Security\")")
+    s.add_argument("--tls-cert", help="PEM certificate chain: serve grpc+tls:// (with --tls-key)")
+    s.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    s.add_argument("--tls-client-ca", help="PEM CA: demand client certificates it signed (mTLS)")
+    s.add_argument("--auth", help="JSON file of principals, sha256 of their bearer tokens, and grants per table pattern")
+    s.add_argument("--insecure", action="store_true",
+                   help="serve a non-loopback --host without --auth (anyone who reaches the port may do anything)")
+    s = p.add_argument_group("limits")
+    s.add_argument("--max-memory", type=_size,
+                   help="bytes all push tables may hold, e.g. 2GiB: register reserves partitions x capacity_bytes "
+                        "(default capacity_bytes 64 MiB) and is refused past it (unset: no byte bound)")
+    s.add_argument("--max-streams", type=int, default=DEFAULT_MAX_STREAMS, help="do_get/do_put streams open at once")
+    s.add_argument("--max-tables", type=int, default=DEFAULT_MAX_TABLES, help="push tables registered at once")
+    s.add_argument("--max-partitions", type=int, default=DEFAULT_MAX_PARTITIONS,
+                   help="partitions of all push tables together")
 
     def client_args(p):
         p.add_argument("--uri", default=os.environ.get("FLIGHT_PAIMON_URI", DEFAULT_URI),
                        help="server URI (environment: FLIGHT_PAIMON_URI)")
         p.add_argument("--timeout", type=float, default=30.0, help="seconds per unary call")
+        p.add_argument("--token", help="bearer token of a server with --auth (environment: FLIGHT_PAIMON_TOKEN, "
+                       "preferred: a command line is visible to other users)")
+        p.add_argument("--tls-root-certs", default=os.environ.get("FLIGHT_PAIMON_TLS_ROOT_CERTS"),
+                       help="PEM CA of a grpc+tls:// server's certificate (environment: FLIGHT_PAIMON_TLS_ROOT_CERTS)")
+        p.add_argument("--tls-cert-chain", help="PEM client certificate, for a server that demands one (mTLS)")
+        p.add_argument("--tls-private-key", help="PEM private key of --tls-cert-chain")
 
     p = command("register", "register a push table", cmd_register)
     p.add_argument("name", help="push table name")
@@ -143,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(unsafe: a crashed producer looks the same); for plain Flight clients")
     p.add_argument("--idle-timeout-s", type=float,
                    help="fail a partition whose producers send nothing for this many seconds (unset: never)")
+    p.add_argument("--capacity-bytes", type=_size,
+                   help="bytes a partition holds before producers wait, e.g. 64MiB (unset: the server's default)")
     client_args(p)
 
     p = command("create", "create a Paimon table for durable writes (do_put into it, Client.paimon_sink)", cmd_create)
@@ -194,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except flight.FlightUnavailableError as e:
         print(f"{where}: cannot reach a flight-paimon server at {getattr(args, 'uri', '?')}: is "
-              f"`flight_cli serve` running there? ({error_message(e)})", file=sys.stderr)
+              f"`flight_cli serve` running there? ({error_message(e)}){connection_hint(e)}", file=sys.stderr)
         return 1
     except flight.FlightError as e:
         print(f"{where}: {error_message(e)}", file=sys.stderr)

@@ -32,7 +32,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True,
                                      env=child_env(), cwd=ROOT)
         self.first_line = self.proc.stdout.readline()
-        match = re.search(r"grpc://[\d.]+:\d+", self.first_line)
+        match = re.search(r"grpc(\+tls)?://[\d.]+:\d+", self.first_line)
         if not match:
             self.proc.kill()
             detail = self.proc.stderr.read()[-2000:] if self.proc.stderr else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import socket
@@ -9,9 +10,12 @@ import sys
 import threading
 
 import pyarrow as pa
+import pyarrow.flight as flight
 import structlog
 
+from flight_server.auth import AuthConfig, AuthConfigError
 from flight_server.cli import CliError
+from flight_server.limits import StreamSlots, TableBudget
 from flight_server.wire import allocator
 
 log = structlog.get_logger("flight_cli")
@@ -37,6 +41,56 @@ def _check_port_free(host: str, port: int) -> None:
                            "there? Pick another --port (0 picks a free one).") from None
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    return all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
+def _read(path: str, flag: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise CliError(f"cannot read {flag} {path!r}: {e.strerror}.") from None
+
+
+def security(args) -> tuple[str, dict]:
+    """The listen scheme and the server's TLS and auth arguments, from the flags; refuses to serve a
+    non-loopback address without --auth unless --insecure."""
+    kwargs = {}
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise CliError("--tls-cert and --tls-key go together: pass the certificate chain and its private key.")
+    if args.tls_client_ca and not args.tls_cert:
+        raise CliError("--tls-client-ca (mTLS) needs TLS: pass --tls-cert and --tls-key too.")
+    scheme = "grpc"
+    if args.tls_cert:
+        scheme = "grpc+tls"
+        kwargs["tls_certificates"] = [flight.CertKeyPair(_read(args.tls_cert, "--tls-cert"), _read(args.tls_key, "--tls-key"))]
+        if args.tls_client_ca:
+            kwargs.update(verify_client=True, root_certificates=_read(args.tls_client_ca, "--tls-client-ca"))
+    if args.auth:
+        try:
+            kwargs["auth"] = AuthConfig.load(args.auth)
+        except AuthConfigError as e:
+            raise CliError(str(e)) from None
+    elif not args.insecure and not _is_loopback(args.host):
+        raise CliError(f"refusing to serve {args.host} without --auth: anyone who reaches it could read, write and "
+                       "drop every table. Pass --auth FILE (principals, tokens, grants), or --insecure to serve it "
+                       "open anyway.")
+    return scheme, kwargs
+
+
+def limits(args) -> dict:
+    for flag in ("max_streams", "max_tables", "max_partitions"):
+        if getattr(args, flag) < 1:
+            raise CliError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}.")
+    return {"streams": StreamSlots(args.max_streams),
+            "budget": TableBudget(args.max_memory, args.max_tables, args.max_partitions)}
+
+
 def cmd_serve(args) -> int:
     from flight_server.server import FlightPaimonServer
 
@@ -49,13 +103,15 @@ def cmd_serve(args) -> int:
     if args.commit_interval_ms < 1 or args.commit_bytes < 1:
         raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}) and --commit-bytes ({args.commit_bytes}) "
                        "must be positive.")
+    scheme, secured = security(args)
     _check_port_free(args.host, args.port)
     if args.metrics_port is not None:
         _check_port_free(args.host, args.metrics_port)
     try:
-        server = FlightPaimonServer(f"grpc://{args.host}:{args.port}", advertise=args.advertise,
+        server = FlightPaimonServer(f"{scheme}://{args.host}:{args.port}", advertise=args.advertise,
                                     ticket_key=key, warehouse=args.warehouse, metrics=args.metrics_port is not None,
-                                    commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes)
+                                    commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes,
+                                    **secured, **limits(args))
     except pa.ArrowException as e:
         raise CliError(f"the server did not start on {args.host}:{args.port} ({e}).") from None
     metrics_url = None
@@ -70,7 +126,9 @@ def cmd_serve(args) -> int:
     metrics = f", metrics {metrics_url}/metrics" if metrics_url else ""
     print(f"flight-paimon serving {server.uri} (warehouse {os.path.abspath(args.warehouse)}{metrics})", flush=True)
     log.info("serving", uri=server.uri, advertise=server.advertise, warehouse=args.warehouse,
-             malloc_arena_max=1 if allocator.one_malloc_arena_set() else None)
+             malloc_arena_max=1 if allocator.one_malloc_arena_set() else None,
+             auth=f"{len(secured['auth'].principals)} principals" if "auth" in secured else None,
+             mtls=bool(args.tls_client_ca), max_memory=args.max_memory, max_streams=args.max_streams)
     sig = signal.sigwait(signals)
     log.info("shutting_down", signal=signal.Signals(sig).name, timeout_s=args.shutdown_timeout)
     server.close_streams("the server is shutting down")

@@ -108,6 +108,19 @@ def error_message(exc: BaseException) -> str:
     return text.strip() or type(exc).__name__
 
 
+def connection_hint(exc: BaseException) -> str:
+    """What to do about a connection that failed in TLS, in a sentence ("" when it is not that)."""
+    text = str(exc)
+    if "certificate verify failed" in text:
+        return (" The server's TLS certificate is not trusted: pass the CA that signed it (flight_cli --tls-root-certs, "
+                "Client(tls_root_certs=...), Spark option tls.root-certs).")
+    if "Ssl handshake failed" in text or "Socket closed" in text or "wrong version number" in text:
+        return (" The connection was closed during set-up: a TLS server needs a grpc+tls:// URI and the CA of its "
+                "certificate (--tls-root-certs), a plain one grpc://; a server that demands client certificates "
+                "(mTLS) needs --tls-cert-chain and --tls-private-key (Client(cert_chain=..., private_key=...)).")
+    return ""
+
+
 def from_flight(exc: BaseException) -> FlightPaimonError:
     """The error a client got from a Flight call, as one of the protocol's types with a clean message."""
     import pyarrow as pa

@@ -46,10 +46,25 @@ export class FlightError extends Error {
   }
 }
 
-function connect(uri) {
-  const target = uri.replace(/^grpc(\+tcp)?:\/\//, '');
+/**
+ * A secured server's credentials (docs/protocol.md, "Security"): `token` is sent on every call as
+ * `authorization: Bearer TOKEN`; a grpc+tls:// URI uses TLS with `rootCerts` (the CA of the
+ * server's certificate) and, for servers that demand one (mTLS), `certChain` + `privateKey`.
+ */
+export function security({ token = null, rootCerts = null, certChain = null, privateKey = null } = {}) {
+  const metadata = new grpc.Metadata();
+  if (token) metadata.set('authorization', `Bearer ${token}`);
+  return { metadata, rootCerts, certChain, privateKey };
+}
+
+function connect(uri, sec) {
+  const tls = uri.startsWith('grpc+tls://');
+  const target = uri.replace(/^grpc(\+tcp|\+tls)?:\/\//, '');
+  const credentials = tls
+    ? grpc.credentials.createSsl(sec.rootCerts, sec.privateKey, sec.certChain)
+    : grpc.credentials.createInsecure();
   const Service = loadService();
-  return new Service(target, grpc.credentials.createInsecure(), {
+  return new Service(target, credentials, {
     'grpc.max_send_message_length': -1,
     'grpc.max_receive_message_length': -1,
   });
@@ -65,13 +80,13 @@ export function paimonTarget(table, producer = null) {
 }
 
 /** A named producer's last committed seq in a Paimon table (DoAction producer_state): null if none. */
-export function producerState(uri, table, producer, timeoutS = 30) {
-  const client = connect(uri);
+export function producerState(uri, table, producer, timeoutS = 30, sec = security()) {
+  const client = connect(uri, sec);
   return new Promise((resolve, reject) => {
     const bodies = [];
     const call = client.DoAction(
       { type: 'producer_state', body: Buffer.from(JSON.stringify({ table, producer })) },
-      { deadline: Date.now() + timeoutS * 1000 });
+      sec.metadata, { deadline: Date.now() + timeoutS * 1000 });
     call.on('data', (result) => bodies.push(Buffer.from(result.body).toString('utf8')));
     call.on('error', (err) => { client.close(); reject(new FlightError(err)); });
     call.on('end', () => { client.close(); resolve(JSON.parse(bodies[0]).last_seq); });
@@ -85,11 +100,11 @@ export function producerState(uri, table, producer, timeoutS = 30) {
  * that stops reading stalls it: that is the backpressure a producer must feel.
  */
 export class PushStream {
-  constructor(uri, target, schema, { timeoutS = 120, onAck = () => {} } = {}) {
-    this.client = connect(uri);
+  constructor(uri, target, schema, { timeoutS = 120, onAck = () => {}, sec = security() } = {}) {
+    this.client = connect(uri, sec);
     this.descriptor = target;
     this.schema = schema;
-    this.call = this.client.DoPut({ deadline: Date.now() + timeoutS * 1000 });
+    this.call = this.client.DoPut(sec.metadata, { deadline: Date.now() + timeoutS * 1000 });
     this.sentSchema = false;
     this.sent = 0; // batches written: the count the end marker carries
     this.acked = -1;

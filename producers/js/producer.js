@@ -5,12 +5,14 @@
  * output line per event.
  */
 
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { demoSchema, makeBatch } from './rows.js';
-import { PushStream, paimonTarget, producerState, pushTarget } from './flight.js';
+import { PushStream, paimonTarget, producerState, pushTarget, security } from './flight.js';
 
 const USAGE = `usage: producer.js --uri grpc://HOST:PORT (--table NAME [--partition 0] | --paimon DB.TABLE [--producer ID])
-  [--batches 4] [--rows 1000] [--first-row 0] [--fail-after K --message TEXT] [--wrong-schema] [--timeout 120]`;
+  [--batches 4] [--rows 1000] [--first-row 0] [--fail-after K --message TEXT] [--wrong-schema] [--timeout 120]
+  [--token TOKEN (or FLIGHT_PAIMON_TOKEN)] [--tls-root-certs CA.pem] [--tls-cert-chain CERT.pem --tls-private-key KEY.pem]`;
 
 function options() {
   const { values } = parseArgs({
@@ -21,6 +23,8 @@ function options() {
       'first-row': { type: 'string', default: '0' }, 'fail-after': { type: 'string' },
       message: { type: 'string', default: 'the producer failed' }, 'wrong-schema': { type: 'boolean' },
       timeout: { type: 'string', default: '120' }, help: { type: 'boolean' },
+      token: { type: 'string' }, 'tls-root-certs': { type: 'string' },
+      'tls-cert-chain': { type: 'string' }, 'tls-private-key': { type: 'string' },
     },
   });
   if (values.help || !values.uri || !values.table === !values.paimon || (values.producer && !values.paimon)) {
@@ -32,7 +36,15 @@ function options() {
     if (!Number.isInteger(n) || n < 0) { console.error(`--${name} must be an integer >= 0\n${USAGE}`); process.exit(2); }
     return n;
   };
+  const pem = (name) => {
+    if (values[name] === undefined) return null;
+    try { return readFileSync(values[name]); } catch (err) { console.error(`cannot read --${name}: ${err.message}`); process.exit(2); }
+  };
   return {
+    sec: security({
+      token: values.token ?? process.env.FLIGHT_PAIMON_TOKEN ?? null, rootCerts: pem('tls-root-certs'),
+      certChain: pem('tls-cert-chain'), privateKey: pem('tls-private-key'),
+    }),
     uri: values.uri, table: values.table, partition: int('partition'), batches: int('batches'),
     paimon: values.paimon ?? null, producer: values.producer ?? null,
     rows: int('rows'), firstRow: int('first-row'), timeoutS: Number(values.timeout),
@@ -49,7 +61,7 @@ async function main() {
     // A named producer resumes where the table says; batch SEQ holds the rows of batch index SEQ.
     let last;
     try {
-      last = await producerState(o.uri, o.paimon, o.producer, o.timeoutS);
+      last = await producerState(o.uri, o.paimon, o.producer, o.timeoutS, o.sec);
     } catch (err) {
       console.error(`error: ${err.message}`);
       process.exit(1);
@@ -60,6 +72,7 @@ async function main() {
   const target = o.paimon === null ? pushTarget(o.table, o.partition) : paimonTarget(o.paimon, o.producer);
   const stream = new PushStream(o.uri, target, schema, {
     timeoutS: o.timeoutS,
+    sec: o.sec,
     onAck: (ack) => console.log(ack.snapshot === undefined ? `ack ${ack.seq}` : `ack ${ack.seq} snapshot=${ack.snapshot}`),
   });
   const count = o.failAfter === null ? o.batches : Math.min(o.failAfter, o.batches);

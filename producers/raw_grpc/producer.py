@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -49,18 +50,35 @@ def batch_data(batch: pa.RecordBatch, app_metadata: bytes = b"") -> pb2.FlightDa
                           app_metadata=app_metadata)
 
 
-def channel(uri: str) -> grpc.Channel:
-    target = uri.removeprefix("grpc+tcp://").removeprefix("grpc://")
+class Security:
+    """A secured server's credentials: TLS (grpc+tls://, the CA of its certificate, a client
+    certificate for mTLS) and the bearer token sent as `authorization: Bearer TOKEN` on every call."""
+
+    def __init__(self, token: str | None = None, root_certs: str | None = None, cert_chain: str | None = None,
+                 private_key: str | None = None):
+        def read(path):
+            if path is None:
+                return None
+            with open(path, "rb") as f:
+                return f.read()
+        self.metadata = [("authorization", f"Bearer {token}")] if token else []
+        self.root_certs, self.cert_chain, self.private_key = read(root_certs), read(cert_chain), read(private_key)
+
+
+def channel(uri: str, security: Security) -> grpc.Channel:
     options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
-    return grpc.insecure_channel(target, options=options)
+    if uri.startswith("grpc+tls://"):
+        credentials = grpc.ssl_channel_credentials(security.root_certs, security.private_key, security.cert_chain)
+        return grpc.secure_channel(uri.removeprefix("grpc+tls://"), credentials, options=options)
+    return grpc.insecure_channel(uri.removeprefix("grpc+tcp://").removeprefix("grpc://"), options=options)
 
 
-def producer_state(uri: str, table: str, producer: str, timeout_s: float) -> int | None:
+def producer_state(uri: str, table: str, producer: str, timeout_s: float, security: Security) -> int | None:
     """The table's last committed seq of a named producer (DoAction `producer_state`)."""
     body = json.dumps({"table": table, "producer": producer}).encode()
-    with channel(uri) as ch:
+    with channel(uri, security) as ch:
         results = list(pb2_grpc.FlightServiceStub(ch).DoAction(
-            pb2.Action(type=names.PRODUCER_STATE, body=body), timeout=timeout_s))
+            pb2.Action(type=names.PRODUCER_STATE, body=body), timeout=timeout_s, metadata=security.metadata))
     return json.loads(results[0].body)["last_seq"]
 
 
@@ -79,11 +97,12 @@ def server_message(error: grpc.RpcError) -> str:
 
 
 def push(uri: str, requests: Iterable[pb2.FlightData], timeout_s: float,
-         on_ack: Callable[[messages.Ack], None]) -> int:
+         on_ack: Callable[[messages.Ack], None], security: Security) -> int:
     """Stream `requests` to DoPut and report each ack; returns the last seq acked (-1: none)."""
     last = -1
-    with channel(uri) as ch:
-        for result in pb2_grpc.FlightServiceStub(ch).DoPut(iter(requests), timeout=timeout_s):
+    with channel(uri, security) as ch:
+        for result in pb2_grpc.FlightServiceStub(ch).DoPut(iter(requests), timeout=timeout_s,
+                                                           metadata=security.metadata):
             ack = messages.read_ack(result.app_metadata)
             last = ack.seq
             on_ack(ack)
@@ -125,17 +144,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--message", default="the producer failed", help="the cause sent with --fail-after")
     p.add_argument("--wrong-schema", action="store_true", help="send `id` as int32 to see the refusal")
     p.add_argument("--timeout", type=float, default=120.0, help="deadline of the whole DoPut call, seconds")
+    p.add_argument("--token", default=os.environ.get("FLIGHT_PAIMON_TOKEN"),
+                   help="bearer token of a server with --auth (environment: FLIGHT_PAIMON_TOKEN)")
+    p.add_argument("--tls-root-certs", help="PEM CA of a grpc+tls:// server's certificate")
+    p.add_argument("--tls-cert-chain", help="PEM client certificate, for a server that demands one (mTLS)")
+    p.add_argument("--tls-private-key", help="PEM private key of --tls-cert-chain")
     args = p.parse_args(argv)
     if args.producer is not None and args.paimon is None:
         p.error("--producer names a producer of a Paimon table: use it with --paimon DB.TABLE")
     try:
+        security = Security(args.token, args.tls_root_certs, args.tls_cert_chain, args.tls_private_key)
+    except OSError as e:
+        p.error(f"cannot read {e.filename}: {e.strerror}")
+    try:
         start = 0
         if args.producer is not None:
-            last_seq = producer_state(args.uri, args.paimon, args.producer, args.timeout)
+            last_seq = producer_state(args.uri, args.paimon, args.producer, args.timeout, security)
             say(f"resume last_seq={'none' if last_seq is None else last_seq}")
             start = 0 if last_seq is None else last_seq + 1
         last = push(args.uri, demo_requests(args, start), args.timeout, lambda ack: say(
-            f"ack {ack.seq}" + ("" if ack.snapshot is None else f" snapshot={ack.snapshot}")))
+            f"ack {ack.seq}" + ("" if ack.snapshot is None else f" snapshot={ack.snapshot}")), security)
     except grpc.RpcError as e:
         print(f"error: {server_message(e)}", file=sys.stderr)
         return 1
