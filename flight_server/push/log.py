@@ -136,16 +136,7 @@ class PartitionLog:
                            "larger capacity_bytes")
                 self._fail_locked(message)
                 raise LimitExceeded(f"Refused: {message}. The partition failed.")
-            self._waiting += 1
-            try:
-                while not self._has_room_locked(size):
-                    if cancelled():
-                        self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
-                        raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
-                    self._cond.wait(POLL_S)
-                    self._raise_unless_open()
-            finally:
-                self._waiting -= 1
+            self._wait_for_room_locked(size, cancelled)
             seq = self._next_seq
             self._batches.append(batch)
             self._next_seq += 1
@@ -156,6 +147,25 @@ class PartitionLog:
                 view.offer(seq, batch)
             self._cond.notify_all()
             return seq
+
+    def wait_for_room(self, size: int, cancelled: Callable[[], bool] = _never) -> None:
+        """Wait until a batch of `size` bytes would fit, before the server reads it off the stream:
+        a blocked producer's next batch then waits in the producer, not in the server's memory."""
+        with self._cond:
+            self._raise_unless_open()
+            self._wait_for_room_locked(min(size, self.capacity_bytes or size), cancelled)
+
+    def _wait_for_room_locked(self, size: int, cancelled: Callable[[], bool]) -> None:
+        self._waiting += 1
+        try:
+            while not self._has_room_locked(size):
+                if cancelled():
+                    self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
+                    raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
+                self._cond.wait(POLL_S)
+                self._raise_unless_open()
+        finally:
+            self._waiting -= 1
 
     def _has_room_locked(self, size: int) -> bool:
         if self._next_seq - self._committed >= self.capacity:
