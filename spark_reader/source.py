@@ -91,7 +91,7 @@ class FlightPaimonDataSource(DataSource):
         client = connect(opts)
         try:
             table = call(opts, "lookup", client.flight.get_schema,
-                         flight.FlightDescriptor.for_path(*names.paimon_path(opts.table))).schema
+                         flight.FlightDescriptor.for_path(*names.paimon_path(opts.table)), client.options()).schema
         finally:
             client.close()
         _check_columns(opts, table, schema)

@@ -346,6 +346,11 @@ def test_spark_batch_and_stream_over_mtls_with_a_token(spark, mtls_server, pki, 
     query.awaitTermination(120)
     assert query.exception() is None and sum(seen) == expected
 
+    # df.write: durable writes into a table the principal may write, over the same credentials
+    spark.createDataFrame(rows(5000, 40).to_pandas()).repartition(2).write.format("flight-paimon") \
+        .options(**secured).option("table", "db.orders").mode("append").save()
+    assert spark.read.format("flight-paimon").options(**secured).option("table", "db.orders").load().count() == expected + 40
+
     with pytest.raises(Exception) as e:
         spark.read.format("flight-paimon").options(**{**secured, "token": WRONG}).option("table", "db.orders").load()
     assert "not known to this server" in str(e.value) and WRONG not in str(e.value)
