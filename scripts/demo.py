@@ -43,6 +43,58 @@ def demo_operations(uri: str, metrics_url: str) -> None:
             print(line)
 
 
+def demo_security(warehouse: str, paimon_table: str | None) -> None:
+    """A second server over the same warehouse with TLS, tokens and a memory bound."""
+    import json
+    import secrets
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.flight as flight
+    import trustme  # a throwaway CA for the demo; bring your own certificates in production
+
+    from flight_server.auth import token_sha256
+
+    section("security: TLS, bearer tokens with per-table grants, --max-memory")
+    tokens = {"ops": secrets.token_urlsafe(24), "analyst": secrets.token_urlsafe(24)}
+    with tempfile.TemporaryDirectory() as d:
+        ca = trustme.CA()
+        cert = ca.issue_cert("127.0.0.1")
+        ca.cert_pem.write_to_path(f"{d}/ca.pem")
+        cert.cert_chain_pems[0].write_to_path(f"{d}/server.pem")
+        cert.private_key_pem.write_to_path(f"{d}/server.key")
+        with open(f"{d}/auth.json", "w") as f:
+            json.dump({"principals": [
+                {"name": "ops", "token_sha256": token_sha256(tokens["ops"]),
+                 "grants": [{"tables": "*", "allow": ["read", "write", "admin"]}]},
+                {"name": "analyst", "token_sha256": token_sha256(tokens["analyst"]),
+                 "grants": [{"tables": "demo.*", "allow": ["read"]}]}]}, f)
+        with ServerProcess(warehouse, "--tls-cert", f"{d}/server.pem", "--tls-key", f"{d}/server.key",
+                           "--auth", f"{d}/auth.json", "--max-memory", "64MiB", log_level="error", stderr=None) as server:
+            print(server.first_line.strip())
+            for who, token in (("no token", None), ("analyst", tokens["analyst"])):
+                client = Client(server.uri, token=token, tls_root_certs=f"{d}/ca.pem")
+                try:
+                    client.register("demo_secure", pa.schema([("id", pa.int64())]))
+                except flight.FlightError as e:
+                    print(f"register as {who}: {type(e).__name__}: {error_message(e)}")
+            analyst = Client(server.uri, token=tokens["analyst"], tls_root_certs=f"{d}/ca.pem")
+            listed = [i.descriptor.path[1].decode() for i in analyst.flight.list_flights(options=analyst.options())]
+            print(f"list_flights as analyst shows only what it may read: {len(listed)} tables, e.g. {listed[:3]}")
+            if paimon_table:
+                info = analyst.flight.get_flight_info(flight.FlightDescriptor.for_path("paimon", paimon_table),
+                                                      options=analyst.options())
+                rows = sum(analyst.flight.do_get(e.ticket, options=analyst.options()).read_all().num_rows
+                           for e in info.endpoints)
+                print(f"analyst reads {paimon_table} over TLS: {rows} rows")
+            ops = Client(server.uri, token=tokens["ops"], tls_root_certs=f"{d}/ca.pem")
+            print("register as ops:", ops.register("demo_secure", pa.schema([("id", pa.int64())])))
+            try:
+                ops.register("demo_too_big", pa.schema([("id", pa.int64())]), partitions=2)
+            except flight.FlightError as e:
+                print(f"a second table past --max-memory: {error_message(e)}")
+
+
 def run(*cmd: str, timeout: float = 120) -> str:
     out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=timeout)
     if out.returncode != 0:
@@ -293,6 +345,7 @@ def main() -> int:
             spark = start_spark()
             demo_spark(spark, uri, _latest_demo_table(args.warehouse))
         demo_ingest(uri, args.warehouse, spark)
+        demo_security(args.warehouse, _latest_demo_table(args.warehouse))
         demo_operations(uri, metrics_url)
     finally:
         if spark is not None:
