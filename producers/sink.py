@@ -147,7 +147,12 @@ class TableSink(Slotted):
         if self._sender.is_alive():
             # The sender is stuck behind backpressure: the in-band message cannot pass it, so fail
             # the partition out of band; the server then ends the blocked stream.
-            self._client.fail(self.name, message, partition=self.partition)
+            try:
+                self._client.fail(self.name, message, partition=self.partition)
+            except flight.FlightError as e:
+                # e.g. a principal without the 'admin' grant `fail` needs: closing the writer below
+                # cancels the stream, and the server fails the partition as a broken stream.
+                log.warning("sink_fail_action_refused", sink=self.label, error=error_message(e))
             self._sender.join(5)
         try:
             self._writer.close()

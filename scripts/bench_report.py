@@ -15,7 +15,7 @@ def load(folder: Path, name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def rows(push, paimon, spark) -> list[tuple[str, str, str, float | None, float | None, bool]]:
+def rows(push, paimon, spark, security=None) -> list[tuple[str, str, str, float | None, float | None, bool]]:
     """(area, measurement, figure text, ratio-to-target value, target, lower-is-better)."""
     out = []
     if push:
@@ -56,6 +56,17 @@ def rows(push, paimon, spark) -> list[tuple[str, str, str, float | None, float |
         if "p50_ms" in lat:
             out.append(("spark", "push write -> foreachBatch latency p50 (ms)",
                         f"p50 {lat['p50_ms']:.0f}, p99 {lat['p99_ms']:.0f}", lat["p50_ms"], 1000.0, True))
+    if security:
+        p, r = security["push"], security["read"]
+        out += [
+            ("security", "push throughput, TLS + token / plain (reported)",
+             f"ratio {p['ratio']:.2f} ({p['tls+token']['mib_s']:.0f} / {p['plain']['mib_s']:.0f} MiB/s)", None, None, False),
+            ("security", "Paimon read throughput, TLS + token / plain (reported)",
+             f"ratio {r['ratio']:.2f} ({r['tls+token']['mib_s']:.0f} / {r['plain']['mib_s']:.0f} MiB/s)", None, None, False),
+            ("security", "token check / one 4 MiB batch's time (%)",
+             f"{security['check_share_of_batch']:.3%} ({security['check_us']:.1f} us per call)",
+             security["check_share_of_batch"] * 100, 2.0, True),
+        ]
     return out
 
 
@@ -82,14 +93,15 @@ def plot(table, path: Path) -> bool:
 
 def main(folder: str, md: str, png: str) -> int:
     folder_p = Path(folder)
-    push, paimon, spark = (load(folder_p, n) for n in ("push", "paimon", "spark"))
-    table = rows(push, paimon, spark)
+    push, paimon, spark, security = (load(folder_p, n) for n in ("push", "paimon", "spark", "security"))
+    table = rows(push, paimon, spark, security)
     lines = ["# Benchmarks", "",
              "Written by `scripts/bench` (which runs `scripts/bench_push.py`, `scripts/bench_paimon.py`,",
              "`scripts/bench_spark.py` and this report). Every ratio is against a baseline measured in",
              "the same run; figures are medians of several runs on a 2-core machine. Details and",
              "discussion: [push](benchmarks_push.md), [Paimon](benchmarks_paimon.md), [Spark](benchmarks_spark.md); durable "
-             "writes: [ingest](benchmarks_ingest.md) (scripts/bench_ingest.py, scripts/bench_paimon_write.py).", "",
+             "writes: [ingest](benchmarks_ingest.md) (scripts/bench_ingest.py, scripts/bench_paimon_write.py); TLS and "
+             "tokens: [security](benchmarks_security.md) (scripts/bench_security.py).", "",
              "| area | measurement | result | target | met |", "|---|---|---|---|---|"]
     for area, what, text, value, target, lower in table:
         met = "" if value is None else ("yes" if (value <= target if lower else value >= target) else "**no**")

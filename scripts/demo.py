@@ -51,18 +51,14 @@ def demo_security(warehouse: str, paimon_table: str | None) -> None:
 
     import pyarrow as pa
     import pyarrow.flight as flight
-    import trustme  # a throwaway CA for the demo; bring your own certificates in production
 
     from flight_server.auth import token_sha256
+    from scripts.throwaway_ca import write_certs
 
     section("security: TLS, bearer tokens with per-table grants, --max-memory")
     tokens = {"ops": secrets.token_urlsafe(24), "analyst": secrets.token_urlsafe(24)}
     with tempfile.TemporaryDirectory() as d:
-        ca = trustme.CA()
-        cert = ca.issue_cert("127.0.0.1")
-        ca.cert_pem.write_to_path(f"{d}/ca.pem")
-        cert.cert_chain_pems[0].write_to_path(f"{d}/server.pem")
-        cert.private_key_pem.write_to_path(f"{d}/server.key")
+        write_certs(d)
         with open(f"{d}/auth.json", "w") as f:
             json.dump({"principals": [
                 {"name": "ops", "token_sha256": token_sha256(tokens["ops"]),

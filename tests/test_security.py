@@ -17,12 +17,12 @@ import grpc
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-import trustme
 
 from flight_server.auth import token_sha256
 from flight_server.cli.process import ServerProcess
 from flight_server.wire.errors import PermissionDenied, Unauthenticated, from_flight
 from producers import Client
+from scripts.throwaway_ca import write_certs
 from tests.conftest import ROOT, child_env
 from tests.paimon_tables import Warehouse, rows, sort_rows
 
@@ -42,13 +42,7 @@ def push_batch(start: int, n: int) -> pa.RecordBatch:
 def pki(tmp_path_factory):
     """A CA, the server's certificate for 127.0.0.1, a client certificate, and the --auth file."""
     d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    server, client = ca.issue_cert("127.0.0.1", "localhost"), ca.issue_cert("etl.clients.example")
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    server.cert_chain_pems[0].write_to_path(str(d / "server.pem"))
-    server.private_key_pem.write_to_path(str(d / "server.key"))
-    client.cert_chain_pems[0].write_to_path(str(d / "client.pem"))
-    client.private_key_pem.write_to_path(str(d / "client.key"))
+    certs = write_certs(d, client="etl.clients.example")
     auth = {"principals": [
         {"name": "admin", "token": TOKENS["admin"], "grants": [{"tables": "*", "allow": ["read", "write", "admin"]}]},
         {"name": "etl", "token_sha256": token_sha256(TOKENS["etl"]),
@@ -57,9 +51,7 @@ def pki(tmp_path_factory):
          "grants": [{"tables": "db.orders*", "allow": ["read"]}]},
     ]}
     (d / "auth.json").write_text(json.dumps(auth))
-    return SimpleNamespace(dir=d, ca=str(d / "ca.pem"), cert=str(d / "server.pem"), key=str(d / "server.key"),
-                           client_cert=str(d / "client.pem"), client_key=str(d / "client.key"),
-                           auth=str(d / "auth.json"))
+    return SimpleNamespace(dir=d, auth=str(d / "auth.json"), **vars(certs))
 
 
 @pytest.fixture(scope="module")
