@@ -148,13 +148,6 @@ class PartitionLog:
             self._cond.notify_all()
             return seq
 
-    def wait_for_room(self, size: int, cancelled: Callable[[], bool] = _never) -> None:
-        """Wait until a batch of `size` bytes would fit, before the server reads it off the stream:
-        a blocked producer's next batch then waits in the producer, not in the server's memory."""
-        with self._cond:
-            self._raise_unless_open()
-            self._wait_for_room_locked(min(size, self.capacity_bytes or size), cancelled)
-
     def _wait_for_room_locked(self, size: int, cancelled: Callable[[], bool]) -> None:
         self._waiting += 1
         try:

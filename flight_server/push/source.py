@@ -117,11 +117,11 @@ def _put_partition(table: PushTable, target: PushTarget) -> int:
 def _pump(part: PartitionLog, chunks: Chunks, on_append, cancelled, fields: dict, end_required: bool) -> None:
     """Append the stream's batches; its clean end is the producer's `{"end": N}` marker.
 
-    Before reading each next message the pump waits for room for one as big as the last batch,
-    so a full partition leaves the producer's next batch with the producer (gRPC flow control).
+    The next message is read as soon as the last batch is appended, even into a full partition:
+    it may be the end marker, and a producer that finished must not wait for a reader to close.
     """
     received = 0
-    for data, metadata in _after_room(part, chunks, cancelled):
+    for data, metadata in chunks:
         said = messages.read_producer_message(metadata)
         if said is not None and said.error is not None:
             part.fail(f"the producer failed: {said.error}")  # a batch riding on it is not appended
@@ -147,19 +147,6 @@ def _pump(part: PartitionLog, chunks: Chunks, on_append, cancelled, fields: dict
             "the table with end_marker 'optional'."
         )
     fields["eof"] = part.writer_done()
-
-
-def _after_room(part: PartitionLog, chunks: Chunks, cancelled) -> Chunks:
-    last_size = 0
-    while True:
-        if last_size:
-            part.wait_for_room(last_size, cancelled)
-        item = next(chunks, None)
-        if item is None:
-            return
-        if item[0] is not None:
-            last_size = item[0].nbytes
-        yield item
 
 
 def _end_stream(part: PartitionLog, chunks: Chunks, claimed, received: int, fields: dict) -> None:
