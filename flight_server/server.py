@@ -185,12 +185,13 @@ class FlightPaimonServer(flight.FlightServerBase):
             "Paimon read or {\"push\": NAME, \"partition\": P, \"start\": S, \"end\": E} for a replay."
         )
 
-    def _info(self, call: _Call, descriptor, plan: ReadPlan, app_metadata: bytes = b"") -> flight.FlightInfo:
+    def _info(self, call: _Call, descriptor, plan: ReadPlan, app_metadata: bytes | None = None) -> flight.FlightInfo:
         """The FlightInfo of a plan; each ticket is bound to the principal that planned it."""
         principal = call.access.name
         endpoints = [flight.FlightEndpoint(self.tickets.encode(dataclasses.replace(t, principal=principal)),
                                            self.advertise) for t in plan.tickets]
-        return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1, app_metadata=app_metadata)
+        metadata = plan.app_metadata if app_metadata is None else app_metadata
+        return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1, app_metadata=metadata)
 
     def _paimon_summary(self, call: _Call, table) -> flight.FlightInfo | None:
         """A Paimon table as list_flights shows it: the plan of its latest snapshot, and a summary
@@ -252,6 +253,9 @@ class FlightPaimonServer(flight.FlightServerBase):
                 call.count_as("push", decoded.name, "viewed" if decoded.view else "out")
             source = self.paimon if isinstance(decoded, PaimonTicket) else self.pushed
             schema, items = source.open(decoded, context.is_cancelled)
+        if isinstance(decoded, PaimonTicket) and decoded.mode == "snapshot":
+            # No per-batch app_metadata: C++ pulls the batches, faster than a GeneratorStream.
+            return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, self._stream(items, call)))
         return flight.GeneratorStream(schema, self._stream(items, call))
 
     @staticmethod

@@ -24,6 +24,7 @@ class ReadPlan:
     schema: pa.Schema
     tickets: list
     total_records: int = -1
+    app_metadata: bytes = b""  # FlightInfo's: e.g. `{"snapshot": N}` of a snapshot read
 
 
 class Source(Protocol):

@@ -54,6 +54,9 @@ class PaimonTicket:
     snapshots `from_snapshot`+1..`to_snapshot`, "follow" a full scan of `full` (if set) and then
     every snapshot from `next` on. `bucket` or split `group` (i, n) picks this endpoint's share;
     `identity` is the table's, so a table created again under the name is never read.
+    `pinned` is the plan itself, made once at get_flight_info: per snapshot to read, this
+    endpoint's splits (`compat.pin_splits`), so serving the ticket reads no manifest. None when
+    the plan was too large for a ticket: the server then plans the pinned snapshot(s) again.
     """
 
     request: PaimonRequest
@@ -67,6 +70,7 @@ class PaimonTicket:
     bucket: int | None = None
     group: tuple[int, int] | None = None
     principal: str | None = None  # who planned it (--auth): only they may read it
+    pinned: tuple[tuple[int, tuple[str, ...]], ...] | None = None
 
 
 Ticket = PushTicket | PaimonTicket
@@ -138,9 +142,14 @@ def _check(value, kind: str, what: str, optional: bool = False):
         "str": lambda v: isinstance(v, str),
         "pair": lambda v: isinstance(v, list) and len(v) == 2 and all(
             isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v) and v[0] < v[1],
+        "pinned": lambda v: isinstance(v, list) and all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], int) and not isinstance(e[0], bool)
+            and e[0] >= 1 and isinstance(e[1], list) and all(isinstance(s, str) for s in e[1]) for e in v),
     }[kind](value)
     if not ok:
-        raise InvalidRequest(_MALFORMED.format(f"{what} is {value!r}"))
+        raise InvalidRequest(_MALFORMED.format(f"{what} is {str(value)[:100]!r}"))
+    if kind == "pinned":
+        return tuple((sid, tuple(splits)) for sid, splits in value)
     return tuple(value) if kind == "pair" else value
 
 
@@ -171,7 +180,8 @@ def _from_payload(payload) -> Ticket:
             raise InvalidRequest(_MALFORMED.format("a follow without its next snapshot"))
         return PaimonTicket(request, _check(payload.get("identity"), "str", "identity", True), mode,
                             group=_check(payload.get("group"), "pair", "group", True),
-                            principal=_check(payload.get("principal"), "str", "principal", True), **ints)
+                            principal=_check(payload.get("principal"), "str", "principal", True),
+                            pinned=_check(payload.get("pinned"), "pinned", "pinned", True), **ints)
     raise InvalidRequest(_MALFORMED.format(f"kind {kind!r}"))
 
 

@@ -39,6 +39,29 @@ def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_
     catalog.create_table(name, paimon_schema, False)
 
 
+def pin_splits(splits: list) -> list[str]:
+    """Splits as text for a ticket: pypaimon's cross-language SplitSerializer v1 (what it hands
+    the native reader), base64."""
+    import base64
+
+    from pypaimon.read.split_serializer import serialize_split_v1
+
+    return [base64.b64encode(serialize_split_v1(s, include_scores=False)).decode("ascii") for s in splits]
+
+
+def unpin_splits(table, pinned: list[str]) -> list:
+    """The splits `pin_splits` wrote, for this table (its partition and trimmed key fields)."""
+    import base64
+
+    from pypaimon.read.split_serializer import deserialize_split_v1
+
+    schema = table.table_schema
+    by_name = {f.name: f for f in schema.fields}
+    partition_fields = [by_name[name] for name in schema.partition_keys]
+    key_fields = table.trimmed_primary_keys_fields if table.primary_keys else None
+    return [deserialize_split_v1(base64.b64decode(s), partition_fields, key_fields) for s in pinned]
+
+
 def fixed_buckets(table) -> int | None:
     """The bucket count of a fixed-bucket table; None for bucket=-1 (unaware or dynamic) or -2."""
     n = table.options.bucket()

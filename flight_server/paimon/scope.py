@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import pyarrow as pa
 
 from flight_server.paimon import compat
 from flight_server.paimon.filter import build_predicate
@@ -64,30 +63,20 @@ class Scope:
         return sorted(builder.new_scan().plan().splits(), key=compat.split_sort_key)
 
     def batches(self, splits: list, meta: bytes | None = None) -> Iterator:
-        """`(batch, app_metadata)` of at least BATCH_ROWS rows (but the last), cast to `schema`."""
+        """`(batch, app_metadata)` as pypaimon reads them (up to BATCH_ROWS rows each), cast to
+        `schema`. Passed through, not re-chunked: concatenating small batches cost time here and
+        CPU in every consumer (larger batches fault more pages in)."""
         if not splits:
             return
         reader = self.reader.to_arrow_batch_reader(splits)
-        pending, rows = [], 0
         try:
             for batch in reader:
-                if batch.num_rows == 0:
-                    continue
-                pending.append(batch)
-                rows += batch.num_rows
-                if rows >= BATCH_ROWS:
-                    yield self._combine(pending), meta
-                    pending, rows = [], 0
-            if pending:
-                yield self._combine(pending), meta
+                if batch.num_rows:
+                    yield (batch if batch.schema.equals(self.schema) else batch.cast(self.schema)), meta
         finally:
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
-
-    def _combine(self, batches: list) -> pa.RecordBatch:
-        batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-        return batch if batch.schema.equals(self.schema) else batch.cast(self.schema)
 
     def snapshot(self, snapshot_id: int):
         """The snapshot, or NotFound saying whether it expired or is yet to come."""

@@ -1,7 +1,10 @@
 """Paimon tables of one warehouse: plans per bucket (or split group) and reads them in Arrow batches.
 
-Planning happens in `plan` (FlightInfo time) and pins everything a reader needs into one
-self-contained ticket payload per endpoint, so any server over the same warehouse can serve it.
+Planning happens once, in `plan` (FlightInfo time): each endpoint's ticket pins its splits per
+snapshot (`PaimonTicket.pinned`), so serving it reads no manifest, and any server over the same
+warehouse can serve it. A plan too large for a ticket (more than MAX_PINNED_BYTES of splits, or a
+delta over more than MAX_COUNTED_SNAPSHOTS snapshots) pins the snapshot ids only, and the server
+that reads it plans those snapshots again.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ log = structlog.get_logger(__name__)
 
 MAX_COUNTED_SNAPSHOTS = 64  # FlightInfo counts a delta's rows only when planning it stays cheap
 MAX_SPLIT_GROUPS = 16  # endpoints for a bucket=-1 snapshot read: enough parallelism for a Spark stage
+MAX_PINNED_BYTES = 256 << 10  # serialized splits one ticket may carry (~1.4 KB per split)
 
 
 @dataclass
@@ -132,7 +136,9 @@ class PaimonSource:
                 scope.snapshot(to_s)
                 scope.snapshot(req.from_snapshot + 1)
             delta = replace(base, from_snapshot=req.from_snapshot, to_snapshot=to_s)
-            return ReadPlan(scope.schema, self._per_bucket(delta, buckets), _delta_rows(scope, req, to_s))
+            plan = _delta_plan(scope, req, to_s)
+            total = -1 if plan is None or req.filter else sum(s.row_count for _, splits in plan for s in splits)
+            return ReadPlan(scope.schema, _pinned(self._per_bucket(delta, buckets), plan), total)
         snap_id = req.snapshot if req.snapshot is not None else latest_id
         if req.snapshot is not None:
             scope.snapshot(req.snapshot)
@@ -145,7 +151,8 @@ class PaimonSource:
             tickets = [replace(base, group=(i, n)) for i in range(n)] if n > 1 else [base]
         counts = [compat.merged_row_count(s) for s in splits]
         total = sum(counts) if not req.filter and None not in counts else -1
-        return ReadPlan(scope.schema, tickets, total)
+        plan = [(snap_id, splits)] if snap_id is not None else []
+        return ReadPlan(scope.schema, _pinned(tickets, plan), total, messages.snapshot_mark(snap_id) if snap_id else b"")
 
     @staticmethod
     def _per_bucket(base: PaimonTicket, buckets: int | None) -> list[PaimonTicket]:
@@ -197,34 +204,57 @@ class PaimonSource:
                 self._follows.discard(position)
 
 
-def _delta_rows(scope: Scope, req: PaimonRequest, to_s: int) -> int:
-    """Rows in the delta (A, B], for readers that admit snapshots by row count; -1 when unknown.
+def _delta_plan(scope: Scope, req: PaimonRequest, to_s: int) -> list[tuple[int, list]] | None:
+    """The splits each snapshot of the delta (A, B] committed, in the request's buckets; None when
+    the delta spans more than MAX_COUNTED_SNAPSHOTS snapshots (its readers plan it themselves).
 
     Delta splits are not merged, so their row counts are exact without a filter.
     """
-    if req.filter or to_s - req.from_snapshot > MAX_COUNTED_SNAPSHOTS:
-        return -1
-    planner = compat.new_delta_planner(scope.table, None, None)
+    if to_s - req.from_snapshot > MAX_COUNTED_SNAPSHOTS:
+        return None
+    planner = compat.new_delta_planner(scope.table, scope.predicate, req.columns)
     buckets = bucket_set(req.buckets)
     try:
-        total = 0
+        plan = []
         for sid in range(req.from_snapshot + 1, to_s + 1):
             snap = scope.snapshot(sid)
             if compat.should_scan(planner, snap):
-                total += sum(s.row_count for s in pick(compat.delta_splits(planner, snap), buckets, None))
-        return total
+                plan.append((sid, pick(compat.delta_splits(planner, snap), buckets, None)))
+        return plan
     finally:
         compat.close_planner(planner)
+
+
+def _pinned(tickets: list[PaimonTicket], plan: list[tuple[int, list]] | None) -> list[PaimonTicket]:
+    """Each ticket with its own splits of `plan` pinned in it, while they fit in MAX_PINNED_BYTES."""
+    if plan is None:
+        return tickets
+    out = []
+    for t in tickets:
+        mine = [(sid, sorted(pick(splits, ticket_buckets(t), None), key=compat.split_sort_key)) for sid, splits in plan]
+        if t.group is not None:
+            mine = [(sid, pick(splits, None, t.group)) for sid, splits in mine]
+        pinned = tuple((sid, tuple(compat.pin_splits(splits))) for sid, splits in mine)
+        size = sum(len(s) for _, splits in pinned for s in splits)
+        out.append(replace(t, pinned=pinned) if size <= MAX_PINNED_BYTES else t)
+    return out
 
 
 def _snapshot(scope: Scope, ticket: PaimonTicket) -> Iterator:
     if ticket.snapshot is None:
         return
-    splits = pick(scope.snapshot_splits(ticket.snapshot), ticket_buckets(ticket), ticket.group)
-    yield from scope.batches(splits, messages.snapshot_mark(ticket.snapshot))
+    if ticket.pinned is not None:
+        splits = [s for _, pinned in ticket.pinned for s in compat.unpin_splits(scope.table, list(pinned))]
+    else:
+        splits = pick(scope.snapshot_splits(ticket.snapshot), ticket_buckets(ticket), ticket.group)
+    yield from scope.batches(splits)  # the snapshot is FlightInfo's app_metadata: no per-batch marks
 
 
 def _delta(scope: Scope, ticket: PaimonTicket) -> Iterator:
+    if ticket.pinned is not None:
+        for sid, pinned in ticket.pinned:
+            yield from scope.batches(compat.unpin_splits(scope.table, list(pinned)), messages.snapshot_mark(sid))
+        return
     planner = compat.new_delta_planner(scope.table, scope.predicate, scope.req.columns)
     buckets = ticket_buckets(ticket)
     try:
