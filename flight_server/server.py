@@ -186,10 +186,19 @@ class FlightPaimonServer(flight.FlightServerBase):
         )
 
     def _info(self, call: _Call, descriptor, plan: ReadPlan, app_metadata: bytes | None = None) -> flight.FlightInfo:
-        """The FlightInfo of a plan; each ticket is bound to the principal that planned it."""
+        """The FlightInfo of a plan; each ticket is bound to the principal that planned it.
+
+        A Paimon endpoint lists every advertised server, rotated by its index, so readers that try
+        locations in order spread the endpoints over the servers (and fail over to the next); a
+        push endpoint lists only this server (the first --advertise URI): its table lives here.
+        """
         principal = call.access.name
-        endpoints = [flight.FlightEndpoint(self.tickets.encode(dataclasses.replace(t, principal=principal)),
-                                           self.advertise) for t in plan.tickets]
+        endpoints = []
+        for i, t in enumerate(plan.tickets):
+            k = i % len(self.advertise)
+            locations = self.advertise[k:] + self.advertise[:k] if isinstance(t, PaimonTicket) else self.advertise[:1]
+            endpoints.append(flight.FlightEndpoint(self.tickets.encode(dataclasses.replace(t, principal=principal)),
+                                                   locations))
         metadata = plan.app_metadata if app_metadata is None else app_metadata
         return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1, app_metadata=metadata)
 

@@ -39,6 +39,54 @@ class FollowProgress:
         return nxt
 
 
+class EndpointReader:
+    """One endpoint's stream from the first of its `locations` that answers: a server that is
+    UNAVAILABLE before it sent anything is skipped for the next (servers over one warehouse serve
+    each other's Paimon tickets); one that breaks off mid-stream ends the read with its error.
+    Iterate it for the chunks; `cancel()` (from any thread) ends the read."""
+
+    def __init__(self, locations: list[str], ticket: flight.Ticket, credentials: Credentials,
+                 timeout: float | None = None):
+        self.locations, self.ticket, self.credentials, self.timeout = locations, ticket, credentials, timeout
+        self.uri: str | None = None  # the location being read
+        self._reader = None
+        self._cancelled = False
+
+    def __iter__(self) -> Iterator[flight.FlightStreamChunk]:
+        last: BaseException | None = None
+        for uri in self.locations:
+            if self._cancelled:
+                return
+            client = Client(uri, credentials=self.credentials)
+            sent = False
+            try:
+                self.uri, self._reader = uri, client.flight.do_get(self.ticket, options=client.options(self.timeout))
+                for chunk in self._reader:
+                    sent = True
+                    yield chunk
+                return
+            except flight.FlightUnavailableError as e:
+                if sent or self._cancelled:
+                    raise
+                last = e
+            finally:
+                client.close()
+        if last is None:
+            raise ValueError("an endpoint with no location to read it from")
+        raise last
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._reader is not None:
+            self._reader.cancel()
+
+
+def locations_of(endpoint: flight.FlightEndpoint, default: str) -> list[str]:
+    """An endpoint's location URIs in order; `default` (the planning server) when it lists none."""
+    uris = [loc.uri.decode() if isinstance(loc.uri, bytes) else str(loc.uri) for loc in endpoint.locations]
+    return uris or [default]
+
+
 class Client:
     """Talks to one flight-paimon server. Every unary call carries `timeout` seconds."""
 

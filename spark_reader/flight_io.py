@@ -13,6 +13,7 @@ from flight_server.wire import names
 from flight_server.wire.allocator import reuse_batch_buffers
 from flight_server.wire.errors import connection_hint, error_message
 from producers import Client
+from producers.client import EndpointReader
 from producers.credentials import Credentials
 from spark_reader.options import Options
 
@@ -81,28 +82,16 @@ def read_partition(part: EndpointPartition, schema: pa.Schema, credentials: Cred
     """
     reuse_batch_buffers()  # this Python worker receives large batches: see flight_server/wire/allocator.py
     names = schema.names
-    last_error: BaseException | None = None
-    for uri in part.locations:
-        client = Client(uri, credentials=credentials)
-        sent = False
-        try:
-            reader = client.flight.do_get(flight.Ticket(part.ticket), options=client.options(None))
-            while True:
-                try:
-                    chunk = reader.read_chunk()
-                except StopIteration:
-                    return
-                if chunk.data is not None and chunk.data.num_rows:
-                    sent = True
-                    yield chunk.data.select(names).cast(schema)
-        except flight.FlightUnavailableError as e:
-            if sent:
-                raise SourceError(f"Reading {part.label} from {uri} broke off: {_first_line(e)}") from None
-            last_error = e  # another advertised server may serve this endpoint
-        except (flight.FlightError, pa.ArrowException) as e:
-            raise SourceError(f"Reading {part.label} from {uri} failed: {_first_line(e)}") from None
-        finally:
-            client.close()
-    raise SourceError(
-        f"No server of {part.label} is reachable (tried {', '.join(part.locations)}): {_first_line(last_error)}"
-    )
+    reader = EndpointReader(list(part.locations), flight.Ticket(part.ticket), credentials)
+    got = 0
+    try:
+        for chunk in reader:
+            if chunk.data is not None and chunk.data.num_rows:
+                got += 1
+                yield chunk.data.select(names).cast(schema)
+    except flight.FlightUnavailableError as e:
+        where = (f"from {reader.uri} broke off after {got} batches" if got else
+                 f"found no reachable server (tried {', '.join(part.locations)})")
+        raise SourceError(f"Reading {part.label} {where}: {_first_line(e)}{connection_hint(e)}") from None
+    except (flight.FlightError, pa.ArrowException) as e:
+        raise SourceError(f"Reading {part.label} from {reader.uri} failed: {_first_line(e)}") from None

@@ -23,7 +23,7 @@ from flight_server.cli import CliError
 from flight_server.wire import allocator, messages, names
 from flight_server.wire.requests import follow_start
 from flight_server.cli.output import Output
-from producers.client import Client, FollowProgress, error_message
+from producers.client import Client, EndpointReader, FollowProgress, error_message, locations_of
 
 
 def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | None]:
@@ -64,7 +64,7 @@ def cmd_tail(args, client: Client) -> int:
 
     def pull(i: int, endpoint):
         try:
-            reader = client.flight.do_get(endpoint.ticket, options=client.options(None))
+            reader = EndpointReader(locations_of(endpoint, client.uri), endpoint.ticket, client.credentials)
             readers.append(reader)
             for chunk in reader:
                 results.put((i, chunk.data, chunk.app_metadata))
