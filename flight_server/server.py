@@ -116,8 +116,9 @@ class FlightPaimonServer(flight.FlightServerBase):
                  ticket_key: bytes | None = None, warehouse: str | None = None, metrics: bool = False,
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
                  auth: AuthConfig | None = None, streams: StreamSlots | None = None,
-                 budget: TableBudget | None = None, **kwargs):
-        """`auth`: principals and grants (None: every caller may do everything); `streams`: the
+                 budget: TableBudget | None = None, warehouse_options: dict[str, str] | None = None, **kwargs):
+        """`warehouse_options`: pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
+        `auth`: principals and grants (None: every caller may do everything); `streams`: the
         --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
         TLS goes through pyarrow's own `tls_certificates`, `verify_client`, `root_certificates`."""
         if auth is not None:
@@ -128,7 +129,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.streams = streams or StreamSlots()
         self.push = PushRegistry(budget)
         self.pushed = PushSource(self.push)
-        self.paimon = PaimonSource(warehouse)
+        self.paimon = PaimonSource(warehouse, warehouse_options)
         self.metrics = Metrics(self.push, self.paimon) if metrics else None
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes,
                              self.metrics.committed if self.metrics else None)

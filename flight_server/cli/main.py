@@ -129,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("serve", "run the server (FLIGHT_PAIMON_TICKET_KEY: the ticket key servers of one warehouse share)",
                 cmd_serve)
-    p.add_argument("--warehouse", default="./warehouse", help="Paimon warehouse directory")
+    p.add_argument("--warehouse", default="./warehouse",
+                   help="Paimon warehouse: a directory, or an object store URI such as s3://bucket/path")
+    p.add_argument("--warehouse-option", action="append", type=_option, metavar="KEY=VALUE",
+                   help="a pypaimon catalog/filesystem option (repeatable), e.g. s3.endpoint=http://HOST:9000, "
+                        "s3.region, s3.access-key, s3.secret-key, s3.path-style-access=true")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8815, help="port to listen on; 0 picks a free port")
     p.add_argument("--advertise", action="append", help="URI put in FlightInfo endpoints (repeatable; default: the listen URI)")

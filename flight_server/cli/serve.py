@@ -107,24 +107,35 @@ def cmd_serve(args) -> int:
     _check_port_free(args.host, args.port)
     if args.metrics_port is not None:
         _check_port_free(args.host, args.metrics_port)
+    remote = "://" in args.warehouse  # an object store (s3://...): pypaimon's filesystem options apply
     try:
         server = FlightPaimonServer(f"{scheme}://{args.host}:{args.port}", advertise=args.advertise,
                                     ticket_key=key, warehouse=args.warehouse, metrics=args.metrics_port is not None,
                                     commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes,
-                                    **secured, **limits(args))
+                                    warehouse_options=dict(args.warehouse_option or []), **secured, **limits(args))
     except pa.ArrowException as e:
         raise CliError(f"the server did not start on {args.host}:{args.port} ({e}).") from None
+    if remote:
+        try:
+            server.paimon.catalog().list_databases()
+        except Exception as e:  # noqa: BLE001 - any storage failure: the reason, in one line, and exit
+            server.shutdown()
+            raise CliError(f"cannot open warehouse {args.warehouse} ({type(e).__name__}: {str(e).splitlines()[0][:300]}); "
+                           "check --warehouse-option (s3.endpoint, s3.region, s3.access-key, s3.secret-key, "
+                           "s3.path-style-access).") from None
     metrics_url = None
     if server.metrics is not None:
         try:
             _, metrics_url = server.metrics.serve_http(args.host, args.metrics_port)
         except OSError as e:
             raise CliError(f"cannot serve metrics on {args.host}:{args.metrics_port}: {e.strerror}.") from None
-    os.makedirs(args.warehouse, exist_ok=True)  # only once the server listens: a failed start creates nothing
+    if not remote:
+        os.makedirs(args.warehouse, exist_ok=True)  # only once the server listens: a failed start creates nothing
     thread = threading.Thread(target=server.serve, name="flight-serve", daemon=True)
     thread.start()
     metrics = f", metrics {metrics_url}/metrics" if metrics_url else ""
-    print(f"flight-paimon serving {server.uri} (warehouse {os.path.abspath(args.warehouse)}{metrics})", flush=True)
+    where = args.warehouse if remote else os.path.abspath(args.warehouse)
+    print(f"flight-paimon serving {server.uri} (warehouse {where}{metrics})", flush=True)
     log.info("serving", uri=server.uri, advertise=server.advertise, warehouse=args.warehouse,
              malloc_arena_max=1 if allocator.one_malloc_arena_set() else None,
              auth=f"{len(secured['auth'].principals)} principals" if "auth" in secured else None,

@@ -18,8 +18,26 @@ NOT_FOUND_ERRORS = (TableNotExistException, DatabaseNotExistException)
 ALREADY_EXISTS = TableAlreadyExistException
 
 
-def create_catalog(warehouse: str):
-    return CatalogFactory.create({"warehouse": warehouse})
+# S3 credentials under the names pypaimon's Python FileIO reads and the ones its native (Rust)
+# reader reads: whichever the user gave, both get it.
+_S3_ALIASES = (("fs.s3.accessKeyId", "s3.access-key"), ("fs.s3.accessKeySecret", "s3.secret-key"),
+               ("fs.s3.endpoint", "s3.endpoint"), ("fs.s3.region", "s3.region"),
+               ("fs.s3.path-style-access", "s3.path-style-access"))
+
+
+def catalog_options(warehouse: str, options: dict[str, str] | None = None) -> dict[str, str]:
+    """The catalog's options: the warehouse, the user's filesystem options, and their S3 aliases."""
+    out = {**(options or {}), "warehouse": warehouse}
+    for a, b in _S3_ALIASES:
+        if a in out and b not in out:
+            out[b] = out[a]
+        elif b in out and a not in out:
+            out[a] = out[b]
+    return out
+
+
+def create_catalog(warehouse: str, options: dict[str, str] | None = None):
+    return CatalogFactory.create(catalog_options(warehouse, options))
 
 
 def list_tables(catalog) -> list[str]:

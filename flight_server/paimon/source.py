@@ -47,8 +47,11 @@ class TableSummary:
 class PaimonSource:
     """The Paimon tables of one warehouse: planning, reading and following them, no Flight."""
 
-    def __init__(self, warehouse: str | None):
+    def __init__(self, warehouse: str | None, options: dict[str, str] | None = None):
+        """`options`: pypaimon's catalog and filesystem options (e.g. an s3:// warehouse's
+        `s3.endpoint`, `s3.region`, `s3.access-key`, `s3.secret-key`, `s3.path-style-access`)."""
         self.warehouse = warehouse
+        self.options = dict(options or {})
         self._catalog = None
         self._lock = threading.Lock()
         self.stopping = threading.Event()
@@ -59,7 +62,7 @@ class PaimonSource:
             if self._catalog is None:
                 if not self.warehouse:
                     raise NotFound("This server has no Paimon warehouse; start it with --warehouse DIR.")
-                self._catalog = compat.create_catalog(self.warehouse)
+                self._catalog = compat.create_catalog(self.warehouse, self.options)
             return self._catalog
 
     def table(self, name: str):
