@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -39,36 +40,56 @@ class FollowProgress:
         return nxt
 
 
+class Chunk(NamedTuple):
+    """A batch and the app_metadata beside it, as an endpoint's stream delivers them."""
+
+    data: pa.RecordBatch | None
+    app_metadata: pa.Buffer | None
+
+
 class EndpointReader:
-    """One endpoint's stream from the first of its `locations` that answers: a server that is
-    UNAVAILABLE before it sent anything is skipped for the next (servers over one warehouse serve
-    each other's Paimon tickets); one that breaks off mid-stream ends the read with its error.
-    Iterate it for the chunks; `cancel()` (from any thread) ends the read."""
+    """One endpoint's stream from the first of its `locations` that answers (servers over one
+    warehouse serve each other's Paimon tickets): a server that is UNAVAILABLE is skipped for the
+    next. With `resume`, one that breaks off mid-stream is too, and the next location's stream
+    resumes after the rows already received: for tickets whose stream is deterministic (a planned
+    Paimon snapshot or delta: the same splits read in the same order). Without it, a break-off
+    ends the read with its error. Iterate it for the chunks; `cancel()` (any thread) ends it."""
 
     def __init__(self, locations: list[str], ticket: flight.Ticket, credentials: Credentials,
-                 timeout: float | None = None):
+                 timeout: float | None = None, resume: bool = False):
         self.locations, self.ticket, self.credentials, self.timeout = locations, ticket, credentials, timeout
+        self.resume = resume
         self.uri: str | None = None  # the location being read
+        self.failovers = 0
         self._reader = None
         self._cancelled = False
 
-    def __iter__(self) -> Iterator[flight.FlightStreamChunk]:
+    def __iter__(self) -> Iterator[Chunk]:
         last: BaseException | None = None
+        done_rows = 0  # rows already handed out: a resumed stream skips them
         for uri in self.locations:
             if self._cancelled:
                 return
             client = Client(uri, credentials=self.credentials)
-            sent = False
+            sent, skip = False, done_rows
             try:
                 self.uri, self._reader = uri, client.flight.do_get(self.ticket, options=client.options(self.timeout))
                 for chunk in self._reader:
                     sent = True
-                    yield chunk
+                    data = chunk.data
+                    if skip and data is not None:
+                        if data.num_rows <= skip:
+                            skip -= data.num_rows
+                            continue
+                        data, skip = data.slice(skip), 0
+                    done_rows += data.num_rows if data is not None else 0
+                    yield Chunk(data, chunk.app_metadata)
                 return
             except flight.FlightUnavailableError as e:
-                if sent or self._cancelled:
+                if (sent and not self.resume) or self._cancelled:
                     raise
                 last = e
+                self.failovers += 1
             finally:
                 client.close()
         if last is None:

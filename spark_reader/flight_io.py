@@ -25,11 +25,12 @@ class SourceError(RuntimeError):
 class EndpointPartition(InputPartition):
     """One Spark partition: a FlightInfo endpoint's opaque ticket and the URIs that serve it."""
 
-    def __init__(self, ticket: bytes, locations: tuple[str, ...], label: str):
+    def __init__(self, ticket: bytes, locations: tuple[str, ...], label: str, resumable: bool = False):
         super().__init__(label)
         self.ticket = ticket
         self.locations = locations
         self.label = label
+        self.resumable = resumable
 
 
 def connect(opts: Options) -> Client:
@@ -71,7 +72,8 @@ def partitions_of(info: flight.FlightInfo, opts: Options) -> list[EndpointPartit
     parts = []
     for i, ep in enumerate(info.endpoints):
         locations = tuple(loc.uri.decode() if isinstance(loc.uri, bytes) else str(loc.uri) for loc in ep.locations)
-        parts.append(EndpointPartition(ep.ticket.ticket, locations or (opts.uri,), f"{opts.target} endpoint {i}"))
+        parts.append(EndpointPartition(ep.ticket.ticket, locations or (opts.uri,), f"{opts.target} endpoint {i}",
+                                       resumable=opts.table is not None))
     return parts
 
 
@@ -82,7 +84,9 @@ def read_partition(part: EndpointPartition, schema: pa.Schema, credentials: Cred
     """
     reuse_batch_buffers()  # this Python worker receives large batches: see flight_server/wire/allocator.py
     names = schema.names
-    reader = EndpointReader(list(part.locations), flight.Ticket(part.ticket), credentials)
+    # A Paimon ticket's stream is deterministic (its splits are planned into it): a server that dies
+    # mid-read is resumed on the next location after the rows already read.
+    reader = EndpointReader(list(part.locations), flight.Ticket(part.ticket), credentials, resume=part.resumable)
     got = 0
     try:
         for chunk in reader:

@@ -84,3 +84,23 @@ def test_spark_tasks_read_from_both_servers_and_fail_over_when_one_is_killed(spa
                          capture_output=True, text=True, timeout=120, env=child_env(), cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert sorted(json.loads(line)["id"] for line in out.stdout.splitlines()) == list(range(4000))
+
+
+def test_a_read_resumes_on_the_next_server_after_the_rows_it_has_when_its_server_dies_mid_stream(two_servers, warehouse):
+    from producers.client import EndpointReader, locations_of
+
+    a, b = two_servers
+    wh = Warehouse(warehouse)
+    wh.commit(wh.create("big", buckets=1), rows(0, 600_000))
+    client = Client(a.uri, timeout=30)
+    info = client.flight.get_flight_info(flight.FlightDescriptor.for_path("paimon", "db.big"), options=client.options())
+    (endpoint,) = info.endpoints
+    reader = EndpointReader(locations_of(endpoint, a.uri), endpoint.ticket, client.credentials, resume=True)
+    chunks = iter(reader)
+    got = [next(chunks).data]
+    assert reader.uri == a.uri
+    a.stop()  # SIGKILL mid-stream: what gRPC had not yet delivered is lost with it
+    got += [c.data for c in chunks]
+    assert reader.uri == b.uri and reader.failovers == 1
+    ids = pa.Table.from_batches(got).column("id").to_pylist()
+    assert len(ids) == 600_000 and sorted(ids) == list(range(600_000))  # every row once
