@@ -134,6 +134,39 @@ def follow_latency(uri, catalog, name, commits) -> list[float]:
     return [(seen[s] - committed[s]) * 1000 for s in committed if s in seen]
 
 
+def planning(uri, catalog, name, commits, runs) -> dict:
+    """A 4-bucket table of `commits` small commits: get_flight_info (plans every endpoint once)
+    and one endpoint's do_get (reads its pinned splits; before plan-once it re-planned), medians."""
+    catalog.create_table(name, Schema.from_pyarrow_schema(SCHEMA, options={"bucket": "4", "bucket-key": "id"}), False)
+    t = catalog.get_table(name)
+    for i in range(commits):
+        commit_arrow(t, make_rows(i * 100, 100))
+    client = flight.FlightClient(uri)
+    options = flight.FlightCallOptions(timeout=120)
+    plan_s, get_s = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fi = client.get_flight_info(flight.FlightDescriptor.for_path("paimon", name), options=options)
+        plan_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        client.do_get(fi.endpoints[0].ticket, options=options).read_all()
+        get_s.append(time.perf_counter() - start)
+    return {"commits": commits, "get_flight_info_ms": statistics.median(plan_s) * 1000,
+            "per_endpoint_ms": statistics.median(plan_s) * 1000 / len(fi.endpoints),
+            "do_get_one_endpoint_ms": statistics.median(get_s) * 1000}
+
+
+def alternating(runs: int, rounds: dict) -> dict:
+    """Each measurement of `rounds` once per run, the order rotated every run; their results."""
+    out = {k: [] for k in rounds}
+    names = list(rounds)
+    for run in range(runs):
+        k = run % len(names)
+        for name in names[k:] + names[:k]:
+            out[name].append(rounds[name]())
+    return out
+
+
 def pct(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
@@ -145,6 +178,8 @@ def main() -> int:
     ap.add_argument("--pk-rows", type=int, default=200_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--commits", type=int, default=60)
+    ap.add_argument("--history-commits", type=int, default=200, help="commits of the many-commit append table")
+    ap.add_argument("--planning-commits", default="10,100,400", help="table histories to time planning on")
     ap.add_argument("--native", action="store_true", help="also time read.native.enabled (pypaimon-rust)")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
@@ -153,18 +188,31 @@ def main() -> int:
     catalog.create_database("bench", True)
     t0 = time.perf_counter()
     write_table(catalog, "bench.append", args.rows)
+    write_table(catalog, "bench.history", args.rows, chunk=max(1, args.rows // args.history_commits))
     write_table(catalog, "bench.pk", args.pk_rows, primary_keys=["id"], versions=2)
     print(f"wrote tables in {time.perf_counter() - t0:.1f}s ({wh})", flush=True)
     running = ServerProcess(wh, log_level="warning", stderr=subprocess.DEVNULL)
     server, uri = running.proc, running.uri
     results = {}
     try:
-        base = [pypaimon_read(catalog, "bench.append") for _ in range(args.runs)]
-        par = [flight_parallel(uri, "bench.append") for _ in range(args.runs)]
-        assert all(n == args.rows for _, n in base) and all(n == args.rows for _, n, _ in par)
-        b, f = statistics.median(t for t, _ in base), statistics.median(t for t, _, _ in par)
-        results["append"] = dict(rows=args.rows, endpoints=par[0][2], pypaimon_s=b, flight_s=f, ratio=b / f,
-                                 pypaimon_rows_s=args.rows / b, flight_rows_s=args.rows / f)
+        native = {"read.native.enabled": "true"}
+        for key, table in (("append", "bench.append"), ("history", "bench.history")):
+            pypaimon_read(catalog, table)  # warm-up: imports, first reads, page cache
+            flight_parallel(uri, table)
+            got = alternating(args.runs, {"pypaimon": lambda: pypaimon_read(catalog, table),
+                                          "native": lambda: pypaimon_read(catalog, table, native),
+                                          "flight": lambda: flight_parallel(uri, table)})
+            assert all(r[1] == args.rows for rounds in got.values() for r in rounds)
+            b, nb, f = (statistics.median(r[0] for r in got[k]) for k in ("pypaimon", "native", "flight"))
+            results[key] = dict(rows=args.rows, endpoints=got["flight"][0][2], runs=args.runs, pypaimon_s=b,
+                                native_s=nb, flight_s=f, ratio=b / f, ratio_native=nb / f,
+                                pypaimon_rows_s=args.rows / b, flight_rows_s=args.rows / f)
+            if key == "history":
+                results[key]["commits"] = args.history_commits
+            print(key, json.dumps(results[key]), flush=True)
+        results["planning"] = [planning(uri, catalog, f"bench.plan_{n}", n, args.runs)
+                               for n in map(int, args.planning_commits.split(","))]
+        print("planning", json.dumps(results["planning"]), flush=True)
         pk = [pypaimon_read(catalog, "bench.pk") for _ in range(args.runs)]
         pkf = [flight_parallel(uri, "bench.pk") for _ in range(args.runs)]
         pb, pf = statistics.median(t for t, _ in pk), statistics.median(t for t, _, _ in pkf)

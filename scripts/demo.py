@@ -91,6 +91,46 @@ def demo_security(warehouse: str, paimon_table: str | None) -> None:
                 print(f"a second table past --max-memory: {error_message(e)}")
 
 
+def demo_scale_out(spark, warehouse: str, table: str) -> None:
+    """Two servers over one warehouse, each advertising both: Spark's tasks split between them,
+    and when one is SIGKILLed the next query's tasks fail over to the other."""
+    import json
+    import socket
+    import tempfile
+
+    section("scale-out: two servers over one warehouse; Spark tasks split between them, then one is killed")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    uris = [f"grpc://127.0.0.1:{p}" for p in ports]
+    advertise = [a for u in uris for a in ("--advertise", u)]
+    os.environ["FLIGHT_PAIMON_TICKET_KEY"] = os.urandom(16).hex()  # servers of one warehouse share it
+    logs, servers = [], []
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            for i, port in enumerate(ports):
+                logs.append(Path(d, f"server{i}.log"))
+                servers.append(ServerProcess(warehouse, "--port", str(port), *advertise, stderr=open(logs[-1], "w")))
+
+            def do_gets(log: Path) -> int:
+                return sum(1 for line in log.read_text().splitlines()
+                           if line.startswith("{") and json.loads(line).get("rpc") == "do_get")
+
+            df = spark.read.format("flight-paimon").option("uri", uris[0]).option("table", table).load()
+            print(f"spark.read {table} through server A: {df.count()} rows; do_get calls served: "
+                  f"A {do_gets(logs[0])}, B {do_gets(logs[1])}")
+            servers[0].stop()
+            df = spark.read.format("flight-paimon").option("uri", uris[1]).option("table", table).load()
+            print(f"server A SIGKILLed; the same read through B: {df.count()} rows (tasks listed A first "
+                  f"failed over to B: B served {do_gets(logs[1])} do_get calls in all)")
+    finally:
+        os.environ.pop("FLIGHT_PAIMON_TICKET_KEY", None)
+        for s in servers:
+            s.stop()
+
+
 def run(*cmd: str, timeout: float = 120) -> str:
     out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=timeout)
     if out.returncode != 0:
@@ -340,6 +380,7 @@ def main() -> int:
         if not args.no_spark:
             spark = start_spark()
             demo_spark(spark, uri, _latest_demo_table(args.warehouse))
+            demo_scale_out(spark, args.warehouse, _latest_demo_table(args.warehouse))
         demo_ingest(uri, args.warehouse, spark)
         demo_security(args.warehouse, _latest_demo_table(args.warehouse))
         demo_operations(uri, metrics_url)
