@@ -55,6 +55,53 @@ class DiscardServer(flight.FlightServerBase):
             pass
 
 
+class BridgeServer(flight.FlightServerBase):
+    """The minimal bridge, a baseline with no logic at all: do_put -> a bounded queue ->
+    RecordBatchStream, one stream each, no acks, no offsets, no accounting."""
+
+    def __init__(self, location: str):
+        super().__init__(location)
+        import queue
+
+        self.queue = queue.Queue(maxsize=16)
+        self.schema = None
+
+    def do_put(self, context, descriptor, reader, writer):
+        self.schema = reader.schema
+        for chunk in reader:
+            self.queue.put(chunk.data)
+        self.queue.put(None)
+
+    def do_get(self, context, ticket):
+        while self.schema is None:
+            time.sleep(0.001)
+
+        def batches():
+            while (batch := self.queue.get()) is not None:
+                yield batch
+
+        return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(self.schema, batches()))
+
+
+def role_bridge_server() -> None:
+    server = BridgeServer("grpc://127.0.0.1:0")
+    print(f"grpc://127.0.0.1:{server.port}", flush=True)
+    server.serve()
+
+
+def role_raw_consumer(uri: str) -> None:
+    from flight_server.wire.allocator import reuse_batch_buffers
+
+    reuse_batch_buffers()
+    cpu0 = cpu_s()
+    client = flight.FlightClient(uri)
+    n = nbytes = 0
+    for chunk in client.do_get(flight.Ticket(b"bridge")):
+        n += 1
+        nbytes += chunk.data.nbytes
+    print(json.dumps({"end": time.monotonic(), "batches": n, "bytes": nbytes, "cpu_s": cpu_s() - cpu0}), flush=True)
+
+
 def role_discard_server() -> None:
     server = DiscardServer("grpc://127.0.0.1:0")
     print(f"grpc://127.0.0.1:{server.port}", flush=True)
@@ -62,8 +109,8 @@ def role_discard_server() -> None:
 
 
 def role_raw_producer(uri: str, batches: int) -> None:
+    batch = big_batch()  # before the clock: pa.record_batch imports pandas once (~0.3 CPU s)
     cpu0 = cpu_s()
-    batch = big_batch()
     client = flight.FlightClient(uri)
     start = time.monotonic()
     writer, _ = client.do_put(flight.FlightDescriptor.for_path("push", "bench", "0"), batch.schema)
@@ -77,8 +124,8 @@ def role_raw_producer(uri: str, batches: int) -> None:
 def role_sink_producer(uri: str, batches: int, name: str) -> None:
     from producers import Client
 
+    batch = big_batch()  # before the clock: pa.record_batch imports pandas once (~0.3 CPU s)
     cpu0 = cpu_s()
-    batch = big_batch()
     start = time.monotonic()
     with Client(uri).sink(name) as sink:
         for _ in range(batches):
@@ -161,10 +208,15 @@ def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
 
     mib = batches * big_batch().nbytes / 2**20
     gib = mib / 1024
-    base, e2e, e2e_plain = [], [], []
+    base, e2e, e2e_plain, bridge = [], [], [], []
     cpu = {k: [] for k in ("raw_producer", "discard_server", "sink_producer", "server", "consumer",
                            "plain_consumer")}
     discard, discard_uri = start_server(__file__, "discard-server")
+    os.environ["MALLOC_ARENA_MAX"] = "1"  # the bridge runs with one malloc arena, as flight_cli serve does
+    try:
+        bridge_server, bridge_uri = start_server(__file__, "bridge-server")
+    finally:
+        del os.environ["MALLOC_ARENA_MAX"]
     server, uri = flight_paimon_server(warehouse)
     server_cpu = lambda proc: sum(psutil.Process(proc.pid).cpu_times()[:2])  # noqa: E731
     try:
@@ -174,6 +226,11 @@ def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
             cpu["discard_server"].append((server_cpu(discard) - before) / gib)
             cpu["raw_producer"].append(r["cpu_s"] / gib)
             base.append(mib / (r["end"] - r["start"]))
+            consumer = spawn("raw-consumer", bridge_uri)
+            p = result(spawn("raw-producer", bridge_uri, str(batches)))
+            c = result(consumer)
+            assert c["batches"] == batches, c
+            bridge.append(mib / (c["end"] - p["start"]))
             # Our reader set-up (flight_cli tail, the Spark reader), then a consumer on glibc's defaults.
             for reuse, rates, key in ((True, e2e, "consumer"), (False, e2e_plain, "plain_consumer")):
                 name = f"tp{run}{key}"
@@ -188,16 +245,21 @@ def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
                 cpu[key].append(c["cpu_s"] / gib)
                 assert c["batches"] == batches, c
                 rates.append(mib / (c["end"] - p["start"]))
-            print(f"  run {run}: raw do_put {base[-1]:.0f} MiB/s, end-to-end {e2e[-1]:.0f} MiB/s "
+            print(f"  run {run}: raw do_put {base[-1]:.0f} MiB/s, bridge {bridge[-1]:.0f} MiB/s, "
+                  f"end-to-end {e2e[-1]:.0f} MiB/s "
                   f"(plain consumer {e2e_plain[-1]:.0f}); CPU s/GiB: "
                   + ", ".join(f"{k} {v[-1]:.2f}" for k, v in cpu.items()), file=sys.stderr)
     finally:
         discard.kill()
+        bridge_server.kill()
         server.kill()
     ratios = [e / b for e, b in zip(e2e, base)]
     return {"batch_mib": big_batch().nbytes / 2**20, "mib_per_run": mib,
             "baseline_mib_s": statistics.median(base), "end_to_end_mib_s": statistics.median(e2e),
             "ratio": statistics.median(ratios), "ratios": [round(r, 3) for r in ratios],
+            # the minimal bridge: do_put -> bounded queue -> RecordBatchStream, no logic at all
+            "bridge_mib_s": statistics.median(bridge),
+            "ratio_to_bridge": statistics.median(e / b for e, b in zip(e2e, bridge)),
             # the same path read by a consumer left on glibc's malloc defaults
             "end_to_end_plain_consumer_mib_s": statistics.median(e2e_plain),
             "ratio_plain_consumer": statistics.median(e / b for e, b in zip(e2e_plain, base)),
@@ -262,7 +324,8 @@ def bench_rss(gib: float, capacity: int, warehouse: str) -> dict:
 
 
 def main() -> None:
-    roles = {"discard-server": role_discard_server, "raw-producer": lambda u, n: role_raw_producer(u, int(n)),
+    roles = {"discard-server": role_discard_server, "bridge-server": role_bridge_server,
+             "raw-consumer": role_raw_consumer, "raw-producer": lambda u, n: role_raw_producer(u, int(n)),
              "sink-producer": lambda u, n, t: role_sink_producer(u, int(n), t),
              "consumer": lambda u, t, e, s, r="0": role_consumer(u, t, int(e), float(s), r == "1"),
              "latency-producer": lambda u, t, c, r: role_latency_producer(u, t, int(c), float(r)),

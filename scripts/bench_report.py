@@ -25,6 +25,10 @@ def rows(push, paimon, spark, security=None) -> list[tuple[str, str, str, float 
              f"ratio {t['ratio']:.2f} ({t['end_to_end_mib_s']:.0f} / {t['baseline_mib_s']:.0f} MiB/s)",
              t["ratio"], 0.8, False),
         ]
+        if "ratio_to_bridge" in t:
+            out.append(("push", "end-to-end / minimal bridge (do_put -> queue -> RecordBatchStream)",
+                        f"ratio {t['ratio_to_bridge']:.2f} ({t['end_to_end_mib_s']:.0f} / {t['bridge_mib_s']:.0f} MiB/s)",
+                        t["ratio_to_bridge"], 0.95, False))
         if "ratio_plain_consumer" in t:
             out.append(("push", "same, consumer on glibc's malloc defaults",
                         f"ratio {t['ratio_plain_consumer']:.2f} ({t['end_to_end_plain_consumer_mib_s']:.0f} / "
@@ -41,7 +45,16 @@ def rows(push, paimon, spark, security=None) -> list[tuple[str, str, str, float 
         a, pk, f = paimon.get("append", {}), paimon.get("pk", {}), paimon.get("follow", {})
         if "ratio" in a:
             out.append(("paimon", "4-bucket parallel Flight read / pypaimon one process",
-                        f"ratio {a['ratio']:.2f}", a["ratio"], 0.9, False))
+                        f"ratio {a['ratio']:.2f}" + (f" (/ pypaimon native {a['ratio_native']:.2f})"
+                                                    if "ratio_native" in a else ""), a["ratio"], 0.9, False))
+        h = paimon.get("history", {})
+        if "ratio" in h:
+            out.append(("paimon", f"same, table of {h.get('commits', '?')} commits",
+                        f"ratio {h['ratio']:.2f} (/ pypaimon native {h['ratio_native']:.2f})", h["ratio"], 0.9, False))
+        if paimon.get("planning"):
+            out.append(("paimon", "get_flight_info / one endpoint's do_get (ms), by commits",
+                        ", ".join(f"{p['commits']}: {p['get_flight_info_ms']:.0f} / {p['do_get_one_endpoint_ms']:.0f}"
+                                  for p in paimon["planning"]), None, None, False))
         if pk:
             out.append(("paimon", "primary-key merged read (rows/s)",
                         ", ".join(f"{k} {v:,.0f}" for k, v in pk.items() if k.endswith("rows_s")), None, None, False))
