@@ -95,6 +95,27 @@ def flight_parallel(uri, table) -> tuple[float, int, int]:
     return elapsed, n, len(fi.endpoints)
 
 
+class MemoryServer(flight.FlightServerBase):
+    """The baseline with no logic at all: the table's batches held in memory, dealt to 4 endpoints,
+    each a RecordBatchStream: what Flight itself costs to serve these rows to 4 consumers here."""
+
+    def __init__(self, table: pa.Table, endpoints: int = 4):
+        super().__init__("grpc://127.0.0.1:0")
+        batches = table.to_batches(max_chunksize=65536)
+        self.parts = [pa.Table.from_batches(batches[i::endpoints], schema=table.schema) for i in range(endpoints)]
+
+    def get_flight_info(self, context, descriptor):
+        uri = f"grpc://127.0.0.1:{self.port}"
+        endpoints = [flight.FlightEndpoint(str(i).encode(), [uri]) for i in range(len(self.parts))]
+        return flight.FlightInfo(self.parts[0].schema, descriptor, endpoints, -1, -1)
+
+    def list_actions(self, context):
+        return []
+
+    def do_get(self, context, ticket):
+        return flight.RecordBatchStream(self.parts[int(ticket.ticket)])
+
+
 def follow_latency(uri, catalog, name, commits) -> list[float]:
     catalog.create_table(name, Schema.from_pyarrow_schema(SCHEMA, options={"bucket": "-1"}), False)
     t = catalog.get_table(name)
@@ -196,16 +217,23 @@ def main() -> int:
     results = {}
     try:
         native = {"read.native.enabled": "true"}
+        memory = MemoryServer(catalog.get_table("bench.append").new_read_builder().new_read().to_arrow(
+            catalog.get_table("bench.append").new_read_builder().new_scan().plan().splits()))
+        threading.Thread(target=memory.serve, daemon=True).start()
+        memory_uri = f"grpc://127.0.0.1:{memory.port}"
         for key, table in (("append", "bench.append"), ("history", "bench.history")):
             pypaimon_read(catalog, table)  # warm-up: imports, first reads, page cache
             flight_parallel(uri, table)
             got = alternating(args.runs, {"pypaimon": lambda: pypaimon_read(catalog, table),
                                           "native": lambda: pypaimon_read(catalog, table, native),
-                                          "flight": lambda: flight_parallel(uri, table)})
+                                          "flight": lambda: flight_parallel(uri, table),
+                                          "memory": lambda: flight_parallel(memory_uri, table)})
             assert all(r[1] == args.rows for rounds in got.values() for r in rounds)
-            b, nb, f = (statistics.median(r[0] for r in got[k]) for k in ("pypaimon", "native", "flight"))
+            b, nb, f, m = (statistics.median(r[0] for r in got[k]) for k in ("pypaimon", "native", "flight", "memory"))
             results[key] = dict(rows=args.rows, endpoints=got["flight"][0][2], runs=args.runs, pypaimon_s=b,
                                 native_s=nb, flight_s=f, ratio=b / f, ratio_native=nb / f,
+                                # Flight alone: the same rows served from memory by a server with no logic
+                                memory_flight_s=m,
                                 pypaimon_rows_s=args.rows / b, flight_rows_s=args.rows / f)
             if key == "history":
                 results[key]["commits"] = args.history_commits
