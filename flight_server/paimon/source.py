@@ -27,7 +27,7 @@ from flight_server.wire.requests import PaimonRequest
 
 log = structlog.get_logger(__name__)
 
-MAX_COUNTED_SNAPSHOTS = 64  # FlightInfo counts a delta's rows only when planning it stays cheap
+MAX_COUNTED_SNAPSHOTS = 64  # a delta is planned (pinned, its rows counted) at FlightInfo time up to this
 MAX_SPLIT_GROUPS = 16  # endpoints for a bucket=-1 snapshot read: enough parallelism for a Spark stage
 MAX_PINNED_BYTES = 256 << 10  # serialized splits one ticket may carry (~1.4 KB per split)
 

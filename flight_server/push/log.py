@@ -4,8 +4,9 @@ Batches get sequence numbers 0, 1, 2, ... in append order. Invariants, under `_c
 - `_committed <= _sent <= _next_seq` and `_next_seq - _committed <= capacity`: at most
   `capacity` batches are held that no consumer has committed, and nothing is committed that no
   reader has been sent. With `capacity_bytes`, they also hold at most that many bytes; a batch
-  larger than that alone is refused (it fails the partition) instead of waiting forever. An append that would break the bound waits (that wait is the producer's
-  backpressure: the server stops reading its stream, gRPC flow control blocks it).
+  larger than that alone is refused (it fails the partition) instead of waiting forever. An
+  append that would break a bound waits (that wait is the producer's backpressure: the server
+  stops reading its stream, gRPC flow control blocks it).
 - At most `writers` producer streams ever attach; the partition reaches EOF after `writers`
   clean ends, and any broken stream fails it.
 - One reader mode: a single-scan drain (which commits as it sends) or replay ranges with
@@ -136,29 +137,26 @@ class PartitionLog:
                            "larger capacity_bytes")
                 self._fail_locked(message)
                 raise LimitExceeded(f"Refused: {message}. The partition failed.")
-            self._wait_for_room_locked(size, cancelled)
+            self._waiting += 1
+            try:
+                while not self._has_room_locked(size):
+                    if cancelled():
+                        self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
+                        raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
+                    self._cond.wait(POLL_S)
+                    self._raise_unless_open()
+            finally:
+                self._waiting -= 1
             seq = self._next_seq
             self._batches.append(batch)
             self._next_seq += 1
-            self._queued_bytes += batch.nbytes
+            self._queued_bytes += size
             self._rows_in += batch.num_rows
             self._last_activity = time.monotonic()
             for view in self._views:
                 view.offer(seq, batch)
             self._cond.notify_all()
             return seq
-
-    def _wait_for_room_locked(self, size: int, cancelled: Callable[[], bool]) -> None:
-        self._waiting += 1
-        try:
-            while not self._has_room_locked(size):
-                if cancelled():
-                    self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
-                    raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
-                self._cond.wait(POLL_S)
-                self._raise_unless_open()
-        finally:
-            self._waiting -= 1
 
     def _has_room_locked(self, size: int) -> bool:
         if self._next_seq - self._committed >= self.capacity:
