@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ DESCRIPTIONS = {
     names.FAIL: 'End a push table (or one partition) with an error its readers receive. '
     'Body: {"name", "partition"?: P, "message"}.',
     names.DROP: 'Remove a push table; blocked writers and readers get an error. Body: {"name"}.',
-    names.COMMIT: 'Free batches a replaying consumer has processed. Body: {"name", "offsets": {"P": seq}}.',
+    names.COMMIT: 'Free batches a replaying consumer has processed. Body: {"name", "offsets": {"P": seq}, '
+    '"discard": false}; with "discard": true the offsets may pass what was read (a consumer that starts at '
+    'the latest batches frees the older ones unread).',
     names.STATS: 'Per push table and partition: state, reader mode (drain or replay), writer streams, '
     'queued batches and bytes, rows in and out; per Paimon table written through this server '
     '("paimon_writes"): queued and in-commit batches, named producers writing, commits. Body: {"name"?}.',
@@ -39,6 +42,9 @@ DESCRIPTIONS = {
     'Result: {"table", "schema", "primary_keys", "partition_keys", "options"}.',
     names.PRODUCER_STATE: "A named producer's last committed seq in a Paimon table (resume from last_seq + 1). "
     'Body: {"table": "db.t", "producer": "ID"}. Result: {"last_seq": N or null}.',
+    names.FIND_SNAPSHOT: 'A Paimon snapshot by commit time or by tag (the start positions scan.timestamp-millis '
+    'and scan.tag-name). Body: {"table": "db.t", "timestamp_millis": T} -> {"at_or_before": N or null, '
+    '"at_or_after": M or null}; or {"table": "db.t", "tag": "NAME"} -> {"snapshot_id": N}.',
 }
 
 
@@ -90,7 +96,10 @@ def drop(reg: Registries, body: dict) -> dict:
 
 
 def commit(reg: Registries, body: dict) -> dict:
-    reg.push.commit(_require(body, "name", "commit"), _require(body, "offsets", "commit"))
+    discard = body.get("discard", False)
+    if not isinstance(discard, bool):
+        raise InvalidRequest(f"Action 'commit': 'discard' must be true or false, got {discard!r}.")
+    reg.push.commit(_require(body, "name", "commit"), _require(body, "offsets", "commit"), discard)
     return {}
 
 
@@ -153,6 +162,26 @@ def producer_state(reg: Registries, body: dict) -> dict:
     return reg.ingest.producer_state(name, producer)
 
 
+def find_snapshot(reg: Registries, body: dict) -> dict:
+    what = "the body of action 'find_snapshot'"
+    name = table_name(_require(body, "table", "find_snapshot"), what)
+    unknown = sorted(set(body) - {"table", "timestamp_millis", "tag"})
+    if unknown or ("timestamp_millis" in body) == ("tag" in body):
+        raise InvalidRequest(f"Action 'find_snapshot' takes 'table' and exactly one of 'timestamp_millis' or 'tag', "
+                             f"got keys {sorted(body)}.")
+    if "tag" in body:
+        tag = body["tag"]
+        if not isinstance(tag, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}", tag):
+            raise InvalidRequest(f"Action 'find_snapshot': 'tag' must be a tag name (letters, digits, _ . -), "
+                                 f"got {tag!r}.")
+        return {"snapshot_id": reg.paimon.tag_snapshot(name, tag)}
+    millis = body["timestamp_millis"]
+    if isinstance(millis, bool) or not isinstance(millis, int) or millis < 0:
+        raise InvalidRequest(f"Action 'find_snapshot': 'timestamp_millis' must be an integer >= 0, got {millis!r}.")
+    before, after = reg.paimon.snapshots_around(name, millis)
+    return {"at_or_before": before, "at_or_after": after}
+
+
 HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.REGISTER: register,
     names.FAIL: fail,
@@ -165,6 +194,7 @@ HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.HEALTH: health,
     names.CREATE_TABLE: create_table,
     names.PRODUCER_STATE: producer_state,
+    names.FIND_SNAPSHOT: find_snapshot,
 }
 assert tuple(HANDLERS) == names.ACTIONS == tuple(DESCRIPTIONS)
 
@@ -181,6 +211,7 @@ GRANTED_BY: dict[str, tuple[str, str] | None] = {
     names.HEALTH: None,
     names.CREATE_TABLE: (ADMIN, "table"),
     names.PRODUCER_STATE: (WRITE, "table"),
+    names.FIND_SNAPSHOT: (READ, "table"),
 }
 assert tuple(GRANTED_BY) == names.ACTIONS
 

@@ -29,7 +29,7 @@ from flight_server.push.source import PushSource
 from flight_server.push.tables import PushRegistry
 from flight_server.source import Items, ReadPlan, Source
 from flight_server.tickets import (
-    PaimonTicket, PushTarget, Ticket, TicketCodec, parse_json_object, parse_push_path, path_parts,
+    PaimonTicket, PushTarget, Ticket, TicketCodec, parse_json_object, parse_push_command, parse_push_path, path_parts,
 )
 from flight_server.wire import messages, names
 from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound
@@ -201,7 +201,8 @@ class FlightPaimonServer(flight.FlightServerBase):
             endpoints.append(flight.FlightEndpoint(self.tickets.encode(dataclasses.replace(t, principal=principal)),
                                                    locations))
         metadata = plan.app_metadata if app_metadata is None else app_metadata
-        return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1, app_metadata=metadata)
+        return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, plan.total_bytes,
+                                 app_metadata=metadata)
 
     def _paimon_summary(self, call: _Call, table) -> flight.FlightInfo | None:
         """A Paimon table as list_flights shows it: the plan of its latest snapshot, and a summary
@@ -229,6 +230,8 @@ class FlightPaimonServer(flight.FlightServerBase):
     def _push(self, call: _Call, context, target: PushTarget, reader, writer) -> None:
         """A push-table producer: each batch acked `{"seq"}` once appended to the partition's log."""
         call.fields.update(table=target.name, partition=target.partition)
+        if target.producer is not None:
+            call.fields["producer"] = target.producer
         call.count_as("push", target.name, "in")
 
         def on_append(seq: int, batch: pa.RecordBatch) -> None:
@@ -322,8 +325,11 @@ def _put_target(descriptor) -> PushTarget | WriteTarget:
             return parse_push_path(descriptor.path or [b""])
         return WriteTarget(parse_path(parts).table)
     cmd = parse_json_object(descriptor.command, "do_put descriptor command")
+    if names.PUSH in cmd:
+        return parse_push_command(cmd)
     if names.WRITE not in cmd:
-        raise InvalidRequest('A do_put command names its Paimon table in "write": {"write": "db.t", "producer": "ID"}.')
+        raise InvalidRequest('A do_put command names its Paimon table in "write": {"write": "db.t", "producer": "ID"}, '
+                             'or a push partition in "push": {"push": NAME, "partition": P, "producer": "ID"}.')
     return WriteTarget.from_json(cmd)
 
 

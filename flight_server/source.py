@@ -24,7 +24,8 @@ class ReadPlan:
     schema: pa.Schema
     tickets: list
     total_records: int = -1
-    app_metadata: bytes = b""  # FlightInfo's: e.g. `{"snapshot": N}` of a snapshot read
+    app_metadata: bytes = b""  # FlightInfo's: `{"snapshot": N}` of a snapshot read, `{"files": K}` of a delta
+    total_bytes: int = -1  # a Paimon delta's data files on storage (what read.stream.maxBytesPerTrigger counts)
 
 
 class Source(Protocol):

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
-from flight_server.wire.requests import PaimonRequest
+from flight_server.wire.requests import PaimonRequest, check_consumer_id
 
 _PREFIX = b"fp1."
 MAX_BODY_BYTES = 1 << 20  # an action body, descriptor command or ticket: far above any real one
@@ -31,11 +31,13 @@ class PushTarget:
 
     name: str
     partition: int | None = None
+    producer: str | None = None  # a named producer: idempotent by its per-batch seq (docs/protocol.md)
 
 
 @dataclass(frozen=True)
 class PushTicket:
-    """One push partition: drained once, the replayable range [start, end), or a viewer's window."""
+    """One push partition: drained once, the replayable range [start, end) (end None: to EOF), or a
+    viewer's window."""
 
     name: str
     uid: str  # tells this table from an earlier one of the same name
@@ -129,6 +131,18 @@ def parse_push_path(path: list) -> PushTarget:
     return PushTarget(parts[1], int(parts[2]))
 
 
+def parse_push_command(cmd: dict) -> PushTarget:
+    """`{"push": NAME, "partition": P, "producer": "ID"}`: a named producer's stream into a partition."""
+    name, p, producer = cmd.get(names.PUSH), cmd.get(names.PARTITION, 0), cmd.get(names.PRODUCER)
+    unknown = sorted(set(cmd) - {names.PUSH, names.PARTITION, names.PRODUCER})
+    if unknown or not isinstance(name, str) or not name:
+        raise InvalidRequest('A named producer\'s do_put command is {"push": NAME, "partition": P, "producer": "ID"}; '
+                             f"got keys {sorted(cmd)}.")
+    if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+        raise InvalidRequest(f"Partition {p!r} of push table {name!r} is not an integer >= 0.")
+    return PushTarget(name, p, check_consumer_id(producer, f"A write into push table {name!r}", names.PRODUCER))
+
+
 _MALFORMED = ("The ticket's payload is malformed ({}); take tickets from get_flight_info "
               "(or flight_cli) and pass them unchanged.")
 
@@ -159,7 +173,7 @@ def _from_payload(payload) -> Ticket:
     kind = payload.get("kind")
     if kind == names.PUSH:
         start, end = _check(payload.get("start"), "int", "start", True), _check(payload.get("end"), "int", "end", True)
-        if (start is None) != (end is None) or (start is not None and end < start):
+        if (start is None and end is not None) or (end is not None and end < start):
             raise InvalidRequest(_MALFORMED.format(f"range [{start}, {end})"))
         view = payload.get("view")
         if view not in (None, *names.VIEW_STARTS) or (view is not None and start is not None):

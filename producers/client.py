@@ -173,6 +173,28 @@ class Client:
         """Attach a sink to a partition of an already registered push table."""
         return TableSink(self, name, partition, self.info(name).schema, call_timeout)
 
+    def push_named(self, name: str, partition: int, producer: str, batches: list[tuple[int, pa.RecordBatch]],
+                   call_timeout: float | None = None) -> int:
+        """Push `(seq, batch)` pairs into a partition as the named `producer`, idempotently: the
+        server appends only seqs above the last it appended from that producer (a retry after a
+        crash adds nothing twice). Returns the batches sent; raises if the stream failed.
+
+        A named producer holds no writer slot and never ends the partition (docs/protocol.md)."""
+        if not batches:
+            return 0
+        descriptor = flight.FlightDescriptor.for_command(json.dumps(names.named_push_command(name, partition, producer)))
+        writer, acks = self.flight.do_put(descriptor, batches[0][1].schema, options=self.options(call_timeout))
+        try:
+            for i, (seq, batch) in enumerate(batches):
+                last = i == len(batches) - 1
+                writer.write_with_metadata(batch, pa.py_buffer(messages.batch_seq(seq, len(batches) if last else None)))
+            writer.done_writing()
+            while acks.read() is not None:
+                pass  # one ack per batch; the stream's end says every batch was taken
+        finally:
+            writer.close()
+        return len(batches)
+
     def fail(self, name: str, message: str, partition: int | None = None) -> None:
         body = {"name": name, "message": message}
         if partition is not None:
@@ -182,8 +204,10 @@ class Client:
     def drop(self, name: str) -> None:
         self.action(names.DROP, {"name": name})
 
-    def commit(self, name: str, offsets: dict[int, int]) -> None:
-        self.action(names.COMMIT, {"name": name, "offsets": {str(p): s for p, s in offsets.items()}})
+    def commit(self, name: str, offsets: dict[int, int], discard: bool = False) -> None:
+        """Free the batches below each offset; `discard` frees them even if no reader was sent them."""
+        body = {"name": name, "offsets": {str(p): s for p, s in offsets.items()}}
+        self.action(names.COMMIT, {**body, "discard": True} if discard else body)
 
     def stats(self, name: str | None = None) -> dict:
         return self.action(names.STATS, {} if name is None else {"name": name})
@@ -224,7 +248,9 @@ class Client:
         return self.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
                                            options=self.options())
 
-    def replay_info(self, name: str, partition: int, start: int, end: int) -> flight.FlightInfo:
+    def replay_info(self, name: str, partition: int, start: int, end: int | None) -> flight.FlightInfo:
+        """The endpoint of batches [start, end) of a partition, readable again until a commit passes
+        them; `end` None reads to the partition's EOF (freeing only what a waiting producer needs)."""
         cmd = names.replay_command(name, partition, start, end)
         return self.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)),
                                            options=self.options())

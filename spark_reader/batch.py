@@ -13,7 +13,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from flight_server.wire import names
-from spark_reader.flight_io import EndpointPartition, call, connect, paimon_info, partitions_of, read_partition
+from spark_reader.flight_io import (
+    EndpointPartition, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
+)
 from spark_reader.options import Options
 
 _OPS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
@@ -51,7 +53,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 def paimon_command(opts: Options, filters: list) -> dict:
     """The server command for a batch read of a Paimon table under the user's options."""
-    command: dict = {}
+    command = paimon_base(opts)
     if opts.snapshot_id is not None:
         command[names.SNAPSHOT] = opts.snapshot_id
     if opts.incremental_between:
@@ -83,13 +85,28 @@ class BatchReader(DataSourceReader):
         client = connect(self.opts)
         try:
             if self.opts.table:
-                info = paimon_info(client, self.opts, paimon_command(self.opts, self.filters))
+                parts = partitions_of(paimon_info(client, self.opts, paimon_command(self.opts, self.filters)), self.opts)
             else:
-                info = call(self.opts, "planning", client.info, self.opts.push)
+                parts = self._push_partitions(client)
         finally:
             client.close()
         # Spark needs at least one partition; an empty table reads as one empty partition.
-        return partitions_of(info, self.opts) or [EndpointPartition(b"", (), f"{self.opts.target} (empty)")]
+        return parts or [EndpointPartition(b"", (), f"{self.opts.target} (empty)")]
+
+    def _push_partitions(self, client) -> list[EndpointPartition]:
+        """Each partition from its first uncommitted batch to EOF, committed by the task at its end:
+        a retried (or speculative) task reads the same batches again instead of "already consumed"."""
+        name = self.opts.push
+        stats = call(self.opts, names.STATS, client.stats, name)[names.PUSH][name]["partitions"]
+        parts = []
+        for p, state in sorted(stats.items(), key=lambda kv: int(kv[0])):
+            start = state["committed"]
+            info = call(self.opts, "planning", client.replay_info, name, int(p), start, None)
+            for part in partitions_of(info, self.opts):
+                part.label = f"{self.opts.target} partition {p} from batch {start}"
+                part.commit_at_end = (name, int(p), start)
+                parts.append(part)
+        return parts
 
     def read(self, partition: EndpointPartition) -> Iterator[pa.RecordBatch]:
         if partition.ticket:

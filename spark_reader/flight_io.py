@@ -15,7 +15,7 @@ from flight_server.wire.errors import connection_hint, error_message
 from producers import Client
 from producers.client import EndpointReader
 from producers.credentials import Credentials
-from spark_reader.options import Options
+from spark_reader.options import ROW_KIND, Options
 
 
 class SourceError(RuntimeError):
@@ -25,12 +25,16 @@ class SourceError(RuntimeError):
 class EndpointPartition(InputPartition):
     """One Spark partition: a FlightInfo endpoint's opaque ticket and the URIs that serve it."""
 
-    def __init__(self, ticket: bytes, locations: tuple[str, ...], label: str, resumable: bool = False):
+    def __init__(self, ticket: bytes, locations: tuple[str, ...], label: str, resumable: bool = False,
+                 commit_at_end: tuple[str, int, int] | None = None):
         super().__init__(label)
         self.ticket = ticket
         self.locations = locations
         self.label = label
         self.resumable = resumable
+        # (push table, partition, first batch): a batch read to EOF commits what it read once the
+        # task has handed Spark every batch, so a retried task reads the same batches again.
+        self.commit_at_end = commit_at_end
 
 
 def connect(opts: Options) -> Client:
@@ -67,6 +71,21 @@ def paimon_info(client: Client, opts: Options, command: dict) -> flight.FlightIn
     return call(opts, "planning", client.flight.get_flight_info, descriptor, client.options())
 
 
+def paimon_base(opts: Options) -> dict:
+    """What every Paimon command of this read carries besides its positions and filters."""
+    return {names.CHANGELOG: True} if opts.changelog else {}
+
+
+def spark_schema(info: flight.FlightInfo) -> pa.Schema:
+    """The schema Spark sees: the server's, with a changelog's row kind named as Paimon's connector
+    names it (`rowkind`)."""
+    schema = info.schema
+    if names.ROW_KIND in schema.names:
+        i = schema.get_field_index(names.ROW_KIND)
+        schema = schema.set(i, schema.field(i).with_name(ROW_KIND))
+    return schema
+
+
 def partitions_of(info: flight.FlightInfo, opts: Options) -> list[EndpointPartition]:
     """The endpoints as picklable partitions; a location-less endpoint is served by `opts.uri`."""
     parts = []
@@ -83,19 +102,31 @@ def read_partition(part: EndpointPartition, schema: pa.Schema, credentials: Cred
     Opens its own client inside the Spark task: partitions travel pickled, clients do not.
     """
     reuse_batch_buffers()  # this Python worker receives large batches: see flight_server/wire/allocator.py
-    names = schema.names
+    columns = schema.names
     # A Paimon ticket's stream is deterministic (its splits are planned into it): a server that dies
     # mid-read is resumed on the next location after the rows already read.
     reader = EndpointReader(list(part.locations), flight.Ticket(part.ticket), credentials, resume=part.resumable)
-    got = 0
+    got = received = 0
     try:
         for chunk in reader:
-            if chunk.data is not None and chunk.data.num_rows:
+            batch = chunk.data
+            if batch is not None:
+                received += 1
+            if batch is not None and batch.num_rows:
                 got += 1
-                yield chunk.data.select(names).cast(schema)
+                if columns[0] == ROW_KIND and batch.schema.names[0] == names.ROW_KIND:
+                    batch = batch.rename_columns([ROW_KIND, *batch.schema.names[1:]])
+                yield batch.select(columns).cast(schema)
     except flight.FlightUnavailableError as e:
         where = (f"from {reader.uri} broke off after {got} batches" if got else
                  f"found no reachable server (tried {', '.join(part.locations)})")
         raise SourceError(f"Reading {part.label} {where}: {_first_line(e)}{connection_hint(e)}") from None
+        if part.commit_at_end is not None:
+            name, p, start = part.commit_at_end
+            client = Client(reader.uri, credentials=credentials)
+            try:
+                client.commit(name, {p: start + received})
+            finally:
+                client.close()
     except (flight.FlightError, pa.ArrowException) as e:
         raise SourceError(f"Reading {part.label} from {reader.uri} failed: {_first_line(e)}") from None

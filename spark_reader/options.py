@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
@@ -9,11 +10,20 @@ from urllib.parse import urlparse
 from flight_server.wire import requests
 from producers.credentials import Credentials
 
-SCAN_MODES = requests.SCAN_MODES  # one vocabulary with `flight_cli tail --from`
+# One vocabulary with `flight_cli tail --from`, plus Paimon's from-timestamp.
+SCAN_MODES = requests.SCAN_MODES + ("from-timestamp",)
+AUDIT_LOG = "$audit_log"  # Paimon's system table of a table's changes: "db.t$audit_log"
+ROW_KIND = "rowkind"  # the change column as Paimon's connectors name it (+I, -U, +U, -D)
 _SCHEMES = ("grpc", "grpc+tcp", "grpc+tls", "grpc+unix")
-_KNOWN = {
-    "uri", "table", "push", "timeout", "scan.snapshot-id", "incremental-between", "scan.mode",
-    "consumer-id", "read.stream.maxsnapshotspertrigger", "read.stream.maxrowspertrigger",
+_PAIMON_ONLY = {  # Paimon's Spark connector names
+    "scan.snapshot-id", "incremental-between", "scan.mode", "scan.timestamp-millis", "scan.tag-name",
+    "consumer-id", "read.changelog", "read.stream.maxsnapshotspertrigger", "read.stream.maxrowspertrigger",
+    "read.stream.minrowspertrigger", "read.stream.maxtriggerdelayms", "read.stream.maxbytespertrigger",
+    "read.stream.maxfilespertrigger",
+}
+_PUSH_ONLY = {"startingoffsets", "maxoffsetspertrigger", "failondataloss"}  # Spark's Kafka source names
+_KNOWN = _PAIMON_ONLY | _PUSH_ONLY | {
+    "uri", "table", "push", "timeout",
     "path",  # Spark passes save()/load() arguments as "path"; refused below when set
     "checkpointlocation",  # writeStream's own option, passed along to sinks; Spark keeps the checkpoint
     "token", "tls.root-certs", "tls.cert-chain", "tls.private-key",  # a secured server (docs/protocol.md)
@@ -36,8 +46,19 @@ class Options:
     incremental_between: tuple[int, int] | None = None
     scan_mode: str = "latest-full"
     consumer_id: str | None = None
+    timestamp_millis: int | None = None  # scan.timestamp-millis
+    tag_name: str | None = None  # scan.tag-name: resolved to its snapshot on the driver
+    changelog: bool = False  # read.changelog, or a "db.t$audit_log" table: a leading `rowkind` column
     max_snapshots_per_trigger: int | None = None
     max_rows_per_trigger: int | None = None
+    min_rows_per_trigger: int | None = None
+    max_trigger_delay_ms: int | None = None
+    max_bytes_per_trigger: int | None = None
+    max_files_per_trigger: int | None = None
+    # Push streams, with the names of Spark's Kafka source.
+    starting_offsets: str | dict[str, int] = "earliest"  # "earliest" | "latest" | {"P": seq}
+    max_offsets_per_trigger: int | None = None  # batches (a push table's offsets count batches)
+    fail_on_data_loss: bool = True
     # The bearer token and TLS material (PEM read on the driver, shipped to tasks); never printed.
     credentials: Credentials = field(default_factory=Credentials, repr=False)
 
@@ -72,10 +93,15 @@ def parse(raw: Mapping[str, str]) -> Options:
             "flight-paimon needs a source: set .option('table', 'db.t') for a Paimon table or "
             ".option('push', NAME) for a push table."
         )
+    audit_log = bool(table) and table.lower().endswith(AUDIT_LOG)
+    if audit_log:
+        table = table[: -len(AUDIT_LOG)]
     if table and "." not in table:
         raise OptionError(f"Option 'table' must name a Paimon table as 'database.table', got {table!r}.")
-    # Paimon's rule: without scan.mode, a scan.snapshot-id means "from that snapshot".
-    default_mode = "from-snapshot" if opts.get("scan.snapshot-id") else "latest-full"
+    # Paimon's rule: without scan.mode, a scan.snapshot-id or scan.tag-name means "from that
+    # snapshot", a scan.timestamp-millis "from that time".
+    default_mode = ("from-snapshot" if opts.get("scan.snapshot-id") or opts.get("scan.tag-name") else
+                    "from-timestamp" if opts.get("scan.timestamp-millis") else "latest-full")
     mode = (opts.get("scan.mode") or default_mode).strip().lower()
     if mode not in SCAN_MODES:
         raise OptionError(f"Option 'scan.mode' must be one of {', '.join(SCAN_MODES)}, got {mode!r}.")
@@ -88,11 +114,21 @@ def parse(raw: Mapping[str, str]) -> Options:
         incremental_between=_between(opts.get("incremental-between")),
         scan_mode=mode,
         consumer_id=opts.get("consumer-id") or None,
+        timestamp_millis=_number(opts, "scan.timestamp-millis", int),
+        tag_name=opts.get("scan.tag-name") or None,
+        changelog=audit_log or _flag(opts, "read.changelog", False),
         max_snapshots_per_trigger=_number(opts, "read.stream.maxsnapshotspertrigger", int),
         max_rows_per_trigger=_number(opts, "read.stream.maxrowspertrigger", int),
+        min_rows_per_trigger=_number(opts, "read.stream.minrowspertrigger", int),
+        max_trigger_delay_ms=_number(opts, "read.stream.maxtriggerdelayms", int),
+        max_bytes_per_trigger=_number(opts, "read.stream.maxbytespertrigger", int),
+        max_files_per_trigger=_number(opts, "read.stream.maxfilespertrigger", int),
+        starting_offsets=_starting_offsets(opts.get("startingoffsets")),
+        max_offsets_per_trigger=_number(opts, "maxoffsetspertrigger", int),
+        fail_on_data_loss=_flag(opts, "failondataloss", True),
         credentials=_credentials(opts, uri),
     )
-    _check_combinations(parsed, "scan.mode" in opts)
+    _check_combinations(parsed, "scan.mode" in opts, sorted(set(opts) & (_PUSH_ONLY if table else _PAIMON_ONLY)))
     return parsed
 
 
@@ -140,6 +176,33 @@ def _number(opts: dict, key: str, kind: type, default=None):
     return value
 
 
+def _flag(opts: dict, key: str, default: bool) -> bool:
+    value = str(opts.get(key) or "").strip().lower()
+    if not value:
+        return default
+    if value not in ("true", "false"):
+        raise OptionError(f"Option {key!r} must be 'true' or 'false', got {opts[key]!r}.")
+    return value == "true"
+
+
+def _starting_offsets(value: str | None) -> str | dict[str, int]:
+    """Kafka's startingOffsets for a push table: earliest, latest, or '{"P": seq, ...}'."""
+    text = (value or "").strip()
+    if not text or text.lower() in ("earliest", "latest"):
+        return text.lower() or "earliest"
+    try:
+        parsed = json.loads(text)
+        ok = isinstance(parsed, dict) and all(
+            str(p).isdigit() and isinstance(s, int) and not isinstance(s, bool) and s >= 0 for p, s in parsed.items())
+    except ValueError:
+        ok = False
+    if not ok:
+        raise OptionError(
+            "Option 'startingOffsets' must be 'earliest', 'latest' or a JSON object of partition to batch "
+            f"sequence number, e.g. '{{\"0\": 12, \"1\": 0}}'; got {value!r}.")
+    return {str(int(p)): s for p, s in parsed.items()}
+
+
 def _between(value: str | None) -> tuple[int, int] | None:
     if not value:
         return None
@@ -154,13 +217,24 @@ def _between(value: str | None) -> tuple[int, int] | None:
     return start, end
 
 
-def _check_combinations(o: Options, mode_given: bool) -> None:
-    if o.push and (o.snapshot_id is not None or o.incremental_between or mode_given or o.consumer_id):
+def _check_combinations(o: Options, mode_given: bool, misplaced: list[str]) -> None:
+    if misplaced:
+        kind, other = ("Paimon tables", "push tables (Kafka's names)") if o.push else ("push tables", "Paimon tables")
         raise OptionError(
-            f"Options scan.snapshot-id, incremental-between, scan.mode and consumer-id apply to Paimon "
-            f"tables; {o.target} takes none of them."
+            f"Option(s) {', '.join(misplaced)} apply to {kind}; {o.target} takes none of them "
+            f"(see spark_reader/README.md for the options of {other})."
         )
-    if o.snapshot_id is not None and o.incremental_between:
-        raise OptionError("Options 'scan.snapshot-id' and 'incremental-between' conflict; set one of them.")
-    if mode_given and o.scan_mode.startswith("from-snapshot") and o.snapshot_id is None:
-        raise OptionError(f"scan.mode {o.scan_mode!r} needs .option('scan.snapshot-id', N).")
+    starts = [k for k, v in (("scan.snapshot-id", o.snapshot_id), ("scan.tag-name", o.tag_name),
+                             ("scan.timestamp-millis", o.timestamp_millis),
+                             ("incremental-between", o.incremental_between)) if v is not None]
+    if len(starts) > 1:
+        raise OptionError(f"Options {' and '.join(repr(k) for k in starts)} conflict; set one of them.")
+    if mode_given and o.scan_mode.startswith("from-snapshot") and o.snapshot_id is None and o.tag_name is None:
+        raise OptionError(f"scan.mode {o.scan_mode!r} needs .option('scan.snapshot-id', N) or .option('scan.tag-name', T).")
+    if o.scan_mode == "from-timestamp" and o.timestamp_millis is None:
+        raise OptionError("scan.mode 'from-timestamp' needs .option('scan.timestamp-millis', MILLIS).")
+    if o.timestamp_millis is not None and o.scan_mode != "from-timestamp":
+        raise OptionError(f"Option 'scan.timestamp-millis' goes with scan.mode 'from-timestamp', not {o.scan_mode!r}.")
+    if o.max_trigger_delay_ms is not None and o.min_rows_per_trigger is None:
+        raise OptionError("Option 'read.stream.maxTriggerDelayMs' bounds the wait of "
+                          "'read.stream.minRowsPerTrigger'; set that too.")

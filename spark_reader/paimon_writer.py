@@ -37,7 +37,7 @@ class CommittedRows(WriterCommitMessage):
     snapshot: int | None
 
 
-def _local(context, key: str) -> str:
+def task_property(context, key: str) -> str:
     value = context.getLocalProperty(key) if context is not None else None
     if not value:
         raise SourceError(f"Spark did not set the task property {key!r}; a streaming write needs it.")
@@ -109,8 +109,8 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommittedRows:
         context = TaskContext.get()
-        batch_id = int(_local(context, BATCH_ID))
-        producer = f"spark-{_local(context, QUERY_ID)}-{context.partitionId()}"
+        batch_id = int(task_property(context, BATCH_ID))
+        producer = f"spark-{task_property(context, QUERY_ID)}-{context.partitionId()}"
         task = _TaskWriter(self.opts, self.schema, producer)
         try:
             if task.sink.last_seq is not None and batch_id <= task.sink.last_seq:

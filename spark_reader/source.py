@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pyarrow as pa
 import pyarrow.flight as flight
 from pyspark.sql.datasource import DataSource
@@ -12,12 +10,13 @@ from pyspark.sql.types import StructType
 
 from flight_server.wire import names
 from spark_reader.batch import BatchReader
-from spark_reader.flight_io import SourceError, call, connect, paimon_info
+from spark_reader import positions
+from spark_reader.flight_io import SourceError, call, connect, paimon_base, paimon_info, spark_schema
 from spark_reader.options import OptionError, Options, parse
 from spark_reader.stream_paimon import PaimonStreamReader
 from spark_reader.stream_push import PushStreamReader
 from spark_reader.paimon_writer import PaimonBatchWriter, PaimonStreamWriter
-from spark_reader.writer import PushWriter
+from spark_reader.writer import PushStreamWriter, PushWriter
 
 
 class FlightPaimonDataSource(DataSource):
@@ -40,7 +39,7 @@ class FlightPaimonDataSource(DataSource):
         client = connect(opts)
         try:
             if opts.table:
-                info = paimon_info(client, opts, _schema_command(opts))
+                info = paimon_info(client, opts, {**paimon_base(opts), **_schema_command(opts)})
                 if opts.consumer_id:  # the server checks the id now, at load(), not at the first trigger
                     call(opts, names.CONSUMER_PROGRESS, client.action, names.CONSUMER_PROGRESS,
                          {names.TABLE: opts.table, names.CONSUMER_ID: opts.consumer_id})
@@ -48,18 +47,18 @@ class FlightPaimonDataSource(DataSource):
                 info = call(opts, "lookup", client.info, opts.push)
         finally:
             client.close()
-        return from_arrow_schema(info.schema)
+        return from_arrow_schema(spark_schema(info))
 
     def reader(self, schema: StructType) -> BatchReader:
         if self.opts.consumer_id:
             raise OptionError("Option 'consumer-id' is for streams (readStream); a batch read records no progress.")
-        return BatchReader(self.opts, schema)
+        return BatchReader(positions.for_batch(self.opts), schema)
 
     def streamReader(self, schema: StructType):
         if self.opts.table:
             if self.opts.incremental_between:
                 raise OptionError("Option 'incremental-between' is for batch reads; a stream uses scan.mode.")
-            return PaimonStreamReader(_resolve_earliest(self.opts), schema)
+            return PaimonStreamReader(positions.for_stream(self.opts), schema)
         return PushStreamReader(self.opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool):
@@ -68,22 +67,29 @@ class FlightPaimonDataSource(DataSource):
             raise OptionError(f"{opts.target} is append-only: write with .mode('append'), not overwrite.")
         if opts.table:
             return PaimonBatchWriter(opts, self._paimon_write_schema(schema))
+        info = self._push_info(schema)
+        return PushWriter(opts, info.schema, len(info.endpoints))
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        opts = self.opts
+        if overwrite:
+            raise OptionError(f"{opts.target} is append-only: use outputMode('append').")
+        if opts.table:
+            return PaimonStreamWriter(opts, self._paimon_write_schema(schema))
+        info = self._push_info(schema)
+        return PushStreamWriter(opts, info.schema, len(info.endpoints))
+
+    def _push_info(self, schema: StructType) -> flight.FlightInfo:
+        """The push table's FlightInfo (its schema, one endpoint per partition), checked against
+        the DataFrame's columns."""
+        opts = self.opts
         client = connect(opts)
         try:
             info = call(opts, "lookup", client.info, opts.push)
         finally:
             client.close()
         _check_columns(opts, info.schema, schema)
-        return PushWriter(opts, info.schema, len(info.endpoints))
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> PaimonStreamWriter:
-        opts = self.opts
-        if not opts.table:
-            raise OptionError(f"df.writeStream writes into Paimon tables: use .option('table', 'db.t'), not "
-                              f"{opts.target}.")
-        if overwrite:
-            raise OptionError(f"{opts.target} is append-only: use outputMode('append').")
-        return PaimonStreamWriter(opts, self._paimon_write_schema(schema))
+        return info
 
     def _paimon_write_schema(self, schema: StructType) -> pa.Schema:
         """The table's row type (the server's get_schema), checked against the DataFrame's columns."""
@@ -105,22 +111,6 @@ def _check_columns(opts: Options, table: pa.Schema, schema: StructType) -> None:
             f"The DataFrame lacks column(s) {', '.join(missing)} of {opts.target} "
             f"(schema {table.to_string(show_schema_metadata=False)})."
         )
-
-
-def _resolve_earliest(opts: Options) -> Options:
-    """scan.mode "earliest", as a follow's `start` means it: every commit from snapshot 1 while it
-    is kept, else the earliest kept snapshot in full and the deltas after it."""
-    if opts.scan_mode != "earliest":
-        return opts
-    client = connect(opts)
-    try:
-        result = call(opts, names.LATEST_SNAPSHOT, client.action, names.LATEST_SNAPSHOT, {names.TABLE: opts.table})
-    finally:
-        client.close()
-    earliest = result.get("earliest_snapshot_id")
-    if earliest is None or earliest == 1:
-        return replace(opts, scan_mode="from-snapshot", snapshot_id=1)
-    return replace(opts, scan_mode="from-snapshot-full", snapshot_id=earliest)
 
 
 def _schema_command(opts: Options) -> dict:

@@ -8,18 +8,20 @@ at offset 0, is instead a full scan pinned at its end snapshot.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable, ReadLimit, ReadMaxFiles, ReadMaxRows, SupportsTriggerAvailableNow,
-)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from flight_server.wire import names
 from spark_reader.batch import arrow_schema
-from spark_reader.flight_io import EndpointPartition, call, connect, paimon_info, partitions_of, read_partition
+from spark_reader.flight_io import (
+    EndpointPartition, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
+)
 from spark_reader.options import Options
 
 
@@ -28,7 +30,8 @@ def offset(snapshot: int) -> dict:
     return {names.SNAPSHOT: snapshot}
 
 
-_MAX_ROW_PROBES = 1000  # snapshots inspected per trigger when admitting by row count
+_MAX_PROBES = 1000  # snapshots inspected per trigger when admitting by rows, bytes or files
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # as Spark's Kafka source's maxTriggerDelay
 
 
 class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -40,6 +43,8 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.full_start = opts.scan_mode.endswith("-full")
         self._client = None  # opened lazily: this object is pickled before the planner uses it
         self._target: int | None = None  # the AvailableNow end, fixed at its start
+        self._recorded: int | None = None  # the consumer progress last recorded (consumer-id)
+        self._last_batch: float | None = None  # when the last micro-batch was admitted (minRowsPerTrigger)
 
     def _c(self):
         if self._client is None:
@@ -66,11 +71,9 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset(0)  # the "-full" modes: the first batch is a full scan
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        # Spark's Python sources accept only built-in limits; a snapshot plays the role of a file.
-        if self.opts.max_rows_per_trigger:
-            return ReadMaxRows(self.opts.max_rows_per_trigger)
-        if self.opts.max_snapshots_per_trigger:
-            return ReadMaxFiles(self.opts.max_snapshots_per_trigger)
+        # Admission is this reader's own (latestOffset below): Spark's Python sources take one
+        # built-in limit, and Paimon's options combine several (min rows with a delay, max rows,
+        # bytes, files, snapshots).
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -78,37 +81,64 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit = ReadAllAvailable()) -> dict:
         begin = start[names.SNAPSHOT]
+        # Spark asks for the next offset only once the batch ending at `start` is in its commit
+        # log; the source's commit() of the last batch comes only at the next start (never, for
+        # an AvailableNow query's last batch), so a consumer id records its progress here too.
+        self._record_progress(begin)
+        end = self._admit(begin)
+        if end != begin:
+            self._last_batch = time.monotonic()
+        return offset(end)
+
+    def _admit(self, begin: int) -> int:
         latest = self._latest() if self._target is None else self._target
         if self.full_start and begin == 0:
             # A full scan cannot be split: it ends at the latest snapshot, or at the one named.
             if self.opts.scan_mode == "from-snapshot-full":
                 pinned = self.opts.snapshot_id
-                return offset(pinned) if 0 < pinned <= self._latest() else start
-            return offset(latest) if latest > 0 else start
+                return pinned if 0 < pinned <= self._latest() else begin
+            return max(latest, begin)
         if latest <= begin:
-            return start
-        if isinstance(limit, ReadAllAvailable):
-            return offset(latest)
-        end = latest
-        snapshots = self.opts.max_snapshots_per_trigger
-        if isinstance(limit, ReadMaxFiles):
-            snapshots = limit.max_files
-        if snapshots:
-            end = min(end, begin + snapshots)
-        rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        if rows:
-            end = self._admit_rows(begin, end, rows)
-        return offset(end)
+            return begin
+        o = self.opts
+        if o.min_rows_per_trigger and self._target is None and not self._enough_rows(begin, latest):
+            return begin  # hold the trigger: too few rows, and the delay has not passed
+        end = min(latest, begin + o.max_snapshots_per_trigger) if o.max_snapshots_per_trigger else latest
+        if o.max_rows_per_trigger or o.max_bytes_per_trigger or o.max_files_per_trigger:
+            end = self._admit_within_limits(begin, end)
+        return end
 
-    def _admit_rows(self, begin: int, end: int, max_rows: int) -> int:
-        """The last snapshot whose deltas since `begin` fit in `max_rows` (at least one snapshot)."""
-        admitted, total = begin + 1, 0
-        for snap in range(begin + 1, min(end, begin + _MAX_ROW_PROBES) + 1):
-            info = paimon_info(self._c(), self.opts, {names.FROM_SNAPSHOT: snap - 1, names.TO_SNAPSHOT: snap})
-            if info.total_records < 0:
-                return admitted  # the server does not count rows: admit one snapshot at a time
-            total += info.total_records
-            if total > max_rows and snap > begin + 1:
+    def _delta_info(self, begin: int, end: int):
+        return paimon_info(self._c(), self.opts, {**paimon_base(self.opts), names.FROM_SNAPSHOT: begin,
+                                                  names.TO_SNAPSHOT: end})
+
+    def _enough_rows(self, begin: int, latest: int) -> bool:
+        """read.stream.minRowsPerTrigger: the deltas since `begin` hold that many rows, or the last
+        micro-batch is read.stream.maxTriggerDelayMs old (a row count the server cannot give, with
+        a filter or too many snapshots, counts as enough)."""
+        delay_ms = self.opts.max_trigger_delay_ms or DEFAULT_MAX_TRIGGER_DELAY_MS
+        if self._last_batch is None:
+            self._last_batch = time.monotonic()  # the query's first look: its delay starts now
+        if (time.monotonic() - self._last_batch) * 1000 >= delay_ms:
+            return True
+        rows = self._delta_info(begin, latest).total_records
+        return rows < 0 or rows >= self.opts.min_rows_per_trigger
+
+    def _admit_within_limits(self, begin: int, end: int) -> int:
+        """The last snapshot whose deltas since `begin` stay within read.stream.maxRowsPerTrigger,
+        maxBytesPerTrigger (data files on storage) and maxFilesPerTrigger; at least one snapshot."""
+        o = self.opts
+        limits = [(o.max_rows_per_trigger, lambda i: i.total_records), (o.max_bytes_per_trigger, lambda i: i.total_bytes),
+                  (o.max_files_per_trigger, lambda i: json.loads(i.app_metadata or b"{}").get("files", -1))]
+        limits = [(cap, measure) for cap, measure in limits if cap]
+        admitted, totals = begin + 1, [0] * len(limits)
+        for snap in range(begin + 1, min(end, begin + _MAX_PROBES) + 1):
+            info = self._delta_info(snap - 1, snap)
+            sizes = [measure(info) for _, measure in limits]
+            if min(sizes) < 0:
+                return admitted  # the server cannot measure this delta: admit one snapshot at a time
+            totals = [t + s for t, s in zip(totals, sizes)]
+            if snap > begin + 1 and any(t > cap for t, (cap, _) in zip(totals, limits)):
                 break
             admitted = snap
         return admitted
@@ -116,8 +146,8 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def command(self, start: int, end: int) -> dict:
         """The server command for the batch (start, end]: deterministic for any replay."""
         if self.full_start and start == 0:
-            return {names.SNAPSHOT: end}
-        return {names.FROM_SNAPSHOT: start, names.TO_SNAPSHOT: end}
+            return {**paimon_base(self.opts), names.SNAPSHOT: end}
+        return {**paimon_base(self.opts), names.FROM_SNAPSHOT: start, names.TO_SNAPSHOT: end}
 
     def partitions(self, start: dict, end: dict) -> list[EndpointPartition]:
         a, b = start[names.SNAPSHOT], end[names.SNAPSHOT]
@@ -129,12 +159,17 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition, self.schema, self.opts.credentials)
 
     def commit(self, end: dict) -> None:
-        # Offsets live in Spark's checkpoint; a consumer id also records them in the table, so
-        # Paimon keeps those snapshots and a query without the checkpoint resumes there.
-        if self.opts.consumer_id:
-            body = {names.TABLE: self.opts.table, names.CONSUMER_ID: self.opts.consumer_id,
-                    "next_snapshot": end[names.SNAPSHOT] + 1}
-            call(self.opts, names.CONSUMER_COMMIT, self._c().action, names.CONSUMER_COMMIT, body)
+        self._record_progress(end[names.SNAPSHOT])
+
+    def _record_progress(self, delivered: int) -> None:
+        """Offsets live in Spark's checkpoint; a consumer id also records them in the table (the
+        file `flight_cli tail --consumer-id` and Paimon's connectors use), so Paimon keeps those
+        snapshots and a query on a new checkpoint resumes after them."""
+        if not self.opts.consumer_id or delivered <= 0 or delivered == self._recorded:
+            return
+        body = {names.TABLE: self.opts.table, names.CONSUMER_ID: self.opts.consumer_id, "next_snapshot": delivered + 1}
+        call(self.opts, names.CONSUMER_COMMIT, self._c().action, names.CONSUMER_COMMIT, body)
+        self._recorded = delivered
 
     def stop(self) -> None:
         if self._client is not None:

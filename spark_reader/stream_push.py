@@ -3,11 +3,17 @@
 A micro-batch [start, end) reads replay tickets, which the server keeps readable until a commit
 passes `end`, so a re-run batch after a crash reads the same batches again. The server frees a
 partition's batches only when Spark says they are processed.
+
+Options as Spark's Kafka source names them: `startingOffsets` (earliest: the oldest batch still
+held; latest: the next appended, the held ones freed unread; or '{"P": seq}'),
+`maxOffsetsPerTrigger` (batches per micro-batch, over all partitions) and `failOnDataLoss`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+
+import structlog
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
@@ -18,6 +24,8 @@ from flight_server.wire import names
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import EndpointPartition, SourceError, call, connect, partitions_of, read_partition
 from spark_reader.options import Options
+
+log = structlog.get_logger(__name__)
 
 
 class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -42,27 +50,67 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise SourceError(f"The server's stats lack {self.opts.target}; was it dropped?") from None
 
     def initialOffset(self) -> dict:
-        # A new query starts where the last consumer's commits left off: nothing committed is
-        # lost, since it was processed; everything uncommitted is still on the server.
-        return {p: s["committed"] for p, s in self._partitions().items()}
+        # By default a new query starts where the last consumer's commits left off: nothing
+        # committed is lost, since it was processed; everything uncommitted is still on the server.
+        parts = self._partitions()
+        start = self.opts.starting_offsets
+        if start == "latest":
+            offsets = {p: s["next_seq"] for p, s in parts.items()}
+            self._commit(offsets, discard=True)  # the held batches are not this query's: free them
+            return offsets
+        chosen = start if isinstance(start, dict) else {}
+        unknown = sorted(set(chosen) - set(parts), key=int)
+        if unknown:
+            raise SourceError(f"Option 'startingOffsets' names partition(s) {', '.join(unknown)} that "
+                              f"{self.opts.target} does not have (it has {len(parts)}).")
+        return {p: chosen.get(p, s["committed"]) for p, s in parts.items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit = ReadAllAvailable()) -> dict:
         # Spark asks for the next offset only after the batch ending at `start` is in its commit
         # log, and calls commit() only once a next batch exists. Committing `start` here too
         # frees a full partition, whose producer would otherwise wait forever for that batch.
-        self._commit(start)
-        latest = {p: s["next_seq"] for p, s in self._partitions().items()}
+        parts = self._partitions()
+        start = {p: self._readable_from(p, seq, parts) for p, seq in start.items()}
+        self._commit({p: seq for p, seq in start.items() if p in parts})
+        latest = {p: s["next_seq"] for p, s in parts.items()}
         if self._target is not None:
             latest = {p: min(seq, self._target.get(p, seq)) for p, seq in latest.items()}
-        return {p: max(seq, start.get(p, 0)) for p, seq in latest.items()}
+        latest = {p: max(seq, start.get(p, 0)) for p, seq in latest.items()}
+        if self.opts.max_offsets_per_trigger:
+            latest = _within(start, latest, self.opts.max_offsets_per_trigger)
+        return latest
+
+    def _readable_from(self, p: str, seq: int, parts: dict[str, dict]) -> int:
+        """Where partition `p` can be read from when Spark's offset says `seq`: `seq`, unless the
+        server no longer holds it (another consumer committed past it, or the table was registered
+        anew): then failOnDataLoss decides between an error and going on from what is held."""
+        state = parts.get(p)
+        if state is None:
+            lost = f"partition {p} no longer exists"
+        elif seq < state["committed"]:
+            lost = (f"batches [{seq}, {state['committed']}) of partition {p} were committed by another "
+                    "consumer and freed")
+        elif seq > state["next_seq"]:
+            lost = (f"partition {p} holds batches only up to {state['next_seq']}, behind this query's offset "
+                    f"{seq}: the table was registered anew (a server restart?)")
+        else:
+            return seq
+        if self.opts.fail_on_data_loss:
+            raise SourceError(f"{self.opts.target}: {lost}, so this query cannot read them. Start a new "
+                              "checkpoint, or set .option('failOnDataLoss', 'false') to go on from what is held.")
+        log.warning("push_stream_data_loss", table=self.opts.push, partition=p, detail=lost)
+        return 0 if state is None else state["committed"]
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {p: s["next_seq"] for p, s in self._partitions().items()}
 
     def partitions(self, start: dict, end: dict) -> list[EndpointPartition]:
-        parts = []
+        parts, held = [], None
         for p, stop in sorted(end.items(), key=lambda kv: int(kv[0])):
             begin = start.get(p, 0)
+            if not self.opts.fail_on_data_loss:  # start may be behind what is held (see latestOffset)
+                held = held or self._partitions()
+                begin = self._readable_from(p, begin, held) if p in held else stop
             if stop > begin:
                 info = call(self.opts, "replay planning", self._c().replay_info, self.opts.push, int(p), begin, stop)
                 for part in partitions_of(info, self.opts):
@@ -76,9 +124,23 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         self._commit(end)
 
-    def _commit(self, offsets: dict) -> None:
+    def _commit(self, offsets: dict, discard: bool = False) -> None:
         if offsets:
-            call(self.opts, names.COMMIT, self._c().commit, self.opts.push, {int(p): s for p, s in offsets.items()})
+            call(self.opts, names.COMMIT, self._c().commit, self.opts.push, {int(p): s for p, s in offsets.items()},
+                 discard)
+
+
+def _within(start: dict, latest: dict, budget: int) -> dict:
+    """maxOffsetsPerTrigger: at most `budget` batches in all, split over the partitions in
+    proportion to what each has waiting (as Spark's Kafka source splits records); at least one."""
+    waiting = {p: latest[p] - start.get(p, 0) for p in latest}
+    total = sum(waiting.values())
+    if total <= budget:
+        return latest
+    share = {p: (n * budget) // total for p, n in waiting.items()}
+    for p in sorted(waiting, key=lambda q: waiting[q] - share[q], reverse=True)[: budget - sum(share.values())]:
+        share[p] += 1  # the rounding remainder goes to the partitions left furthest behind
+    return {p: start.get(p, 0) + share[p] for p in latest}
 
     def stop(self) -> None:
         if self._client is not None:

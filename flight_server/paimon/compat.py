@@ -113,6 +113,33 @@ def close_planner(planner) -> None:
         executor.shutdown(wait=False, cancel_futures=True)
 
 
+def snapshots_around(manager, millis: int) -> tuple[int | None, int | None]:
+    """(last snapshot with time_millis <= millis, first with time_millis >= millis), ids or None."""
+    before = manager.earlier_or_equal_time_mills(millis)
+    latest = manager.get_latest_snapshot()
+    if latest is None:
+        return None, None
+    if before is not None and before.time_millis == millis:
+        return before.id, before.id
+    if before is None:
+        earliest = earliest_snapshot_id(manager)
+        return None, earliest
+    nxt = manager.get_snapshot_by_id(before.id + 1) if before.id < latest.id else None
+    return before.id, (None if nxt is None else nxt.id)
+
+
+def tag_snapshot(table, tag: str) -> int | None:
+    found = table.tag_manager().get(tag)
+    return None if found is None else found.id
+
+
+def tag_names(table) -> list[str]:
+    manager = table.tag_manager()
+    if not manager.file_io.exists(manager.tag_directory()):
+        return []
+    return sorted(str(name) for name in manager.list_tags())
+
+
 def read_consumer(table, consumer_id: str) -> int | None:
     """The consumer's next snapshot, or None if it has no progress yet."""
     consumer = table.consumer_manager().consumer(consumer_id)

@@ -79,6 +79,20 @@ class PaimonSource:
     def earliest_snapshot(self, name: str) -> int | None:
         return compat.earliest_snapshot_id(self.table(name).snapshot_manager())
 
+    def snapshots_around(self, name: str, millis: int) -> tuple[int | None, int | None]:
+        """The last snapshot committed at or before `millis` and the first at or after it (None
+        where there is none yet, or none kept)."""
+        return compat.snapshots_around(self.table(name).snapshot_manager(), millis)
+
+    def tag_snapshot(self, name: str, tag: str) -> int:
+        table = self.table(name)
+        snapshot = compat.tag_snapshot(table, tag)
+        if snapshot is None:
+            tags = compat.tag_names(table)
+            raise NotFound(f"Paimon table {name!r} has no tag {tag!r}; its tags are: {', '.join(tags) or 'none'}.",
+                           table=name)
+        return snapshot
+
     def consumer_progress(self, name: str, consumer_id: str) -> int | None:
         """The next snapshot the consumer will read, None if it has recorded no progress."""
         return compat.read_consumer(self.table(name), consumer_id)
@@ -140,8 +154,12 @@ class PaimonSource:
                 scope.snapshot(req.from_snapshot + 1)
             delta = replace(base, from_snapshot=req.from_snapshot, to_snapshot=to_s)
             plan = _delta_plan(scope, req, to_s)
-            total = -1 if plan is None or req.filter else sum(s.row_count for _, splits in plan for s in splits)
-            return ReadPlan(scope.schema, _pinned(self._per_bucket(delta, buckets), plan), total)
+            if plan is None:
+                return ReadPlan(scope.schema, self._per_bucket(delta, buckets))
+            splits = [s for _, group in plan for s in group]
+            total = -1 if req.filter else sum(s.row_count for s in splits)
+            return ReadPlan(scope.schema, _pinned(self._per_bucket(delta, buckets), plan), total,
+                            messages.files_mark(sum(len(s.files) for s in splits)), sum(s.file_size for s in splits))
         snap_id = req.snapshot if req.snapshot is not None else latest_id
         if req.snapshot is not None:
             scope.snapshot(req.snapshot)

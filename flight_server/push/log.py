@@ -30,6 +30,7 @@ from flight_server.limits import mib
 from flight_server.wire.errors import Cancelled, InvalidRequest, LimitExceeded, PartitionFailed, WrongState
 
 POLL_S = 0.05
+MAX_NAMED_PRODUCERS = 4096  # per partition: the dedupe state a named producer leaves behind
 
 OPEN, EOF, FAILED = "open", "eof", "failed"
 DRAIN, REPLAY = "drain", "replay"  # reader modes
@@ -54,6 +55,7 @@ class PartitionStats:
     writers: int
     reader: str | None
     viewers: int
+    named_producers: int
     consumed: bool
     error: str | None
 
@@ -86,6 +88,8 @@ class PartitionLog:
         self._waiting = 0  # producers waiting in append for room
         self._rows_in = 0
         self._rows_out = 0
+        self._freed_for_room = False  # a read to EOF freed batches it was sent (see read_to_end)
+        self._producers: dict[str, int] = {}  # named producer -> the last seq of its that was appended
 
     # -- producer side -------------------------------------------------------------------
 
@@ -122,11 +126,15 @@ class PartitionLog:
                     "the producer may be frozen or cut off"
                 )
 
-    def append(self, batch: pa.RecordBatch, cancelled: Callable[[], bool] = _never) -> int:
+    def append(self, batch: pa.RecordBatch, cancelled: Callable[[], bool] = _never,
+               producer: tuple[str, int] | None = None) -> int | None:
         """Append `batch`, waiting while the partition is full; return its sequence number.
 
         Raises the partition's error once it has failed, and `Cancelled` (after failing the
         partition) when `cancelled()` says the producer's own stream went away while waiting.
+        A named producer's `(name, seq)` appends only a seq above the last one it appended, and
+        returns None for the others (checked after the wait, so racing attempts append once); its
+        stream going away while waiting leaves the partition open (its retry is idempotent).
         """
         size = batch.nbytes
         with self._cond:
@@ -141,12 +149,22 @@ class PartitionLog:
             try:
                 while not self._has_room_locked(size):
                     if cancelled():
+                        if producer is not None:
+                            raise Cancelled(f"Producer {producer[0]!r} of {self.label} went away while blocked.")
                         self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
                         raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
                     self._cond.wait(POLL_S)
                     self._raise_unless_open()
             finally:
                 self._waiting -= 1
+            if producer is not None:
+                name, producer_seq = producer
+                if producer_seq <= self._producers.get(name, -1):
+                    return None
+                if name not in self._producers and len(self._producers) >= MAX_NAMED_PRODUCERS:
+                    raise LimitExceeded(f"{self.label} already took batches from {MAX_NAMED_PRODUCERS} named "
+                                        "producers; write into a new table.")
+                self._producers[name] = producer_seq
             seq = self._next_seq
             self._batches.append(batch)
             self._next_seq += 1
@@ -275,13 +293,26 @@ class PartitionLog:
             self._reader = REPLAY
         return (self._get(seq, end, cancelled) for seq in range(start, end))
 
-    def _get(self, seq: int, end: int, cancelled: Callable[[], bool]) -> pa.RecordBatch:
+    def read_to_end(self, start: int, cancelled: Callable[[], bool] = _never) -> Iterator[pa.RecordBatch]:
+        """Batches from `start` to EOF without committing, so a retried reader (a Spark task) reads
+        them again; the reader commits when it is done. Only when this reader has caught up and a
+        producer waits for room are the batches it was sent freed: then a retry from `start` gets
+        a clear error instead of the partition blocking both ends."""
+        self.read_range(start, start)  # the same checks and reader mode as a replay range
+        seq = start
+        while (batch := self._get(seq, None, cancelled)) is not None:
+            yield batch
+            seq += 1
+
+    def _get(self, seq: int, end: int | None, cancelled: Callable[[], bool]) -> pa.RecordBatch | None:
         with self._cond:
             while True:
                 if seq < self._committed:
+                    freed = ("; an earlier read to EOF freed it to make room for a waiting producer (raise the "
+                             "table's capacity to keep more of a retried batch read)" if self._freed_for_room else "")
                     raise WrongState(
                         f"Batch {seq} of {self.label} was already committed (committed up to "
-                        f"{self._committed}); read from offset {self._committed} or later."
+                        f"{self._committed}){freed}; read from offset {self._committed} or later."
                     )
                 if seq < self._next_seq:
                     batch = self._batches[seq - self._committed]
@@ -291,12 +322,18 @@ class PartitionLog:
                 if self._state == FAILED:
                     raise self._error_cls(f"{self.label} failed: {self._error}")
                 if self._state == EOF:
+                    if end is None:
+                        return None
                     raise InvalidRequest(
                         f"Offset range ends at {end} but {self.label} ended at {self._next_seq}; "
                         "ask for a range within the partition."
                     )
                 if cancelled():
                     raise Cancelled(f"consumer cancelled the read of {self.label}")
+                if end is None and self._waiting and self._sent > self._committed:
+                    self._freed_for_room = True  # this reader has caught up: free what it was sent
+                    self._free_locked(self._sent)
+                    continue
                 self._cond.wait(POLL_S)
 
     def view(self, from_earliest: bool) -> PartitionView:
@@ -317,8 +354,9 @@ class PartitionLog:
             if view in self._views:
                 self._views.remove(view)
 
-    def commit(self, upto: int) -> None:
-        """Free every batch below `upto` that a replay reader was sent. Committing backwards is a no-op."""
+    def commit(self, upto: int, discard: bool = False) -> None:
+        """Free every batch below `upto` that a replay reader was sent (with `discard`, also those
+        no reader was sent: a consumer that starts at the latest batches). Committing backwards is a no-op."""
         with self._cond:
             if upto <= self._committed:
                 return
@@ -327,18 +365,23 @@ class PartitionLog:
                     f"Cannot commit {self.label}: a single-scan reader is draining it and commits "
                     "as it reads; commit is for readers of replay tickets."
                 )
+            if discard and upto <= self._next_seq:
+                self._sent = max(self._sent, upto)
             if upto > self._sent:
                 raise InvalidRequest(
                     f"Cannot commit {self.label} up to {upto}: readers were sent batches up to "
                     f"{self._sent} ({self._next_seq} appended); commit only offsets you have read."
                 )
-            was_full = self._full_locked()
-            while self._committed < upto:
-                self._account_out(self._batches.popleft(), count_rows=False)
-                self._committed += 1
-            if was_full:
-                self._last_activity = time.monotonic()
-            self._cond.notify_all()
+            self._free_locked(upto)
+
+    def _free_locked(self, upto: int) -> None:
+        was_full = self._full_locked()
+        while self._committed < upto:
+            self._account_out(self._batches.popleft(), count_rows=False)
+            self._committed += 1
+        if was_full:
+            self._last_activity = time.monotonic()  # room again: the idle clock restarts
+        self._cond.notify_all()
 
     def _account_out(self, batch: pa.RecordBatch, count_rows: bool = True) -> None:
         self._queued_bytes -= batch.nbytes
@@ -366,6 +409,7 @@ class PartitionLog:
                 writers=self.writers,
                 reader=self._reader,
                 viewers=len(self._views),
+                named_producers=len(self._producers),
                 consumed=self._consumed,
                 error=self._error,
             )

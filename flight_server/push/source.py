@@ -59,6 +59,8 @@ class PushSource:
             return table.schema, _viewed(part, part.view(ticket.view == "earliest"), cancelled)
         if ticket.start is None:
             batches = part.drain(cancelled)
+        elif ticket.end is None:
+            batches = part.read_to_end(ticket.start, cancelled)
         else:
             batches = part.read_range(ticket.start, ticket.end, cancelled)
         return table.schema, _without_metadata(batches)
@@ -77,6 +79,9 @@ class PushSource:
         fields["partition"] = p
         part = table.partition(p)
         table.check_schema(schema, p)
+        if target.producer is not None:
+            _pump_named(part, target.producer, chunks, on_append, cancelled, fields)
+            return
         part.attach_writer()
         try:
             _pump(part, chunks, on_append, cancelled, fields, table.end_marker == "required")
@@ -147,6 +152,41 @@ def _pump(part: PartitionLog, chunks: Chunks, on_append, cancelled, fields: dict
             "the table with end_marker 'optional'."
         )
     fields["eof"] = part.writer_done()
+
+
+def _pump_named(part: PartitionLog, producer: str, chunks: Chunks, on_append, cancelled, fields: dict) -> None:
+    """A named producer's stream: every batch carries the producer's own `{"seq": N}` (increasing),
+    and a batch whose seq the partition already took from that producer is acked, not appended,
+    so a producer that retries after a crash (a Spark task, a restarted query) adds nothing twice.
+
+    Its streams hold no writer slot and never end the partition; a stream that breaks leaves the
+    partition open for the retry (nothing half-written can be mistaken for an end). An in-band
+    `{"error"}` still fails the partition: the producer says so deliberately.
+    """
+    received = appended = 0
+    for data, metadata in chunks:
+        said = messages.read_producer_message(metadata)
+        if said is not None and said.error is not None:
+            part.fail(f"producer {producer!r} failed: {said.error}")
+            fields["producer_error"] = said.error
+            return
+        if data is not None:
+            seq = None if said is None else said.seq
+            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+                raise InvalidRequest(f"Producer {producer!r} sent a batch to {part.label} without its "
+                                     f'{{"seq": N}} (an integer >= 0) in the app_metadata; nothing more was appended.')
+            if part.append(data, cancelled, producer=(producer, seq)) is not None:
+                appended += 1
+            on_append(seq, data)
+            received += 1
+        else:
+            part.touch()
+        if said is not None and said.has_end:
+            if said.end != received:
+                raise InvalidRequest(f"Producer {producer!r}'s end marker to {part.label} says {said.end!r} "
+                                     f"batch(es) but the server received {received}.")
+            break
+    fields.update(appended=appended, duplicates=received - appended)
 
 
 def _end_stream(part: PartitionLog, chunks: Chunks, claimed, received: int, fields: dict) -> None:

@@ -177,7 +177,7 @@ class PushRegistry:
         for log in table.partitions:
             log.fail(f"push table {name!r} was dropped")
 
-    def commit(self, name, offsets: dict) -> None:
+    def commit(self, name, offsets: dict, discard: bool = False) -> None:
         table = self.get(name)
         if not isinstance(offsets, dict):
             raise InvalidRequest(f"Commit of push table {name!r} needs offsets as {{\"P\": seq}}, got {offsets!r}.")
@@ -191,7 +191,7 @@ class PushRegistry:
                 raise InvalidRequest(f"Commit of push table {name!r} partition {p}: offset {seq!r} is not an integer >= 0.")
             parsed.append((table.partition(part), seq))
         for log, seq in parsed:
-            log.commit(seq)
+            log.commit(seq, discard)
 
     def stats(self, name=None) -> dict:
         tables = [self.get(name)] if name is not None else self.tables()

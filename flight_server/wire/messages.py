@@ -86,6 +86,10 @@ def snapshot_mark(snapshot_id: int) -> bytes:
     return b'{"snapshot": %d}' % snapshot_id
 
 
+def files_mark(files: int) -> bytes:
+    return b'{"files": %d}' % files
+
+
 def done_mark(snapshot_id: int) -> bytes:
     return b'{"done": %d}' % snapshot_id
 

@@ -8,14 +8,15 @@ PUSH, PAIMON = "push", "paimon"  # first element of a descriptor path
 REGISTER, FAIL, DROP, COMMIT, STATS = "register", "fail", "drop", "commit", "stats"
 LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT = "latest_snapshot", "consumer_progress", "consumer_commit"
 HEALTH = "health"
-CREATE_TABLE, PRODUCER_STATE = "create_table", "producer_state"
+CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT = "create_table", "producer_state", "find_snapshot"
 ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH,
-           CREATE_TABLE, PRODUCER_STATE)
+           CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT)
 
 # Keys of a Paimon read command; "table" names the table.
 TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapshot", "to_snapshot"
 FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS = "follow", "start", "consumer_id", "poll_interval_ms"
 COLUMNS, FILTER, BUCKETS, CHANGELOG = "columns", "filter", "buckets", "changelog"
+ROW_KIND = "_row_kind"  # the leading column of a changelog read (+I, -U, +U, -D)
 PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS,
                COLUMNS, FILTER, BUCKETS, CHANGELOG)
 
@@ -25,6 +26,11 @@ WRITE, PRODUCER = "write", "producer"
 # Keys of a replay-range command of a push partition, and of a viewer's command.
 PARTITION, RANGE_START, RANGE_END = "partition", "start", "end"
 VIEW, VIEW_STARTS = "view", ("earliest", "latest")
+
+
+def named_push_command(name: str, partition: int, producer: str) -> dict:
+    """The do_put command of a named (idempotent) producer's stream into a push partition."""
+    return {PUSH: name, PARTITION: partition, PRODUCER: producer}
 
 
 def is_utf8(text: str) -> bool:
@@ -59,6 +65,7 @@ def view_command(name: str, start: str = "latest", partition: int | None = None)
     return cmd
 
 
-def replay_command(name: str, partition: int, start: int, end: int) -> dict:
-    """The command of a replayable range [start, end) of one push partition."""
-    return {PUSH: name, PARTITION: partition, RANGE_START: start, RANGE_END: end}
+def replay_command(name: str, partition: int, start: int, end: int | None) -> dict:
+    """The command of a replayable range [start, end) of one push partition (end None: to its EOF)."""
+    cmd = {PUSH: name, PARTITION: partition, RANGE_START: start}
+    return cmd if end is None else {**cmd, RANGE_END: end}

@@ -80,12 +80,13 @@ class PaimonRequest:
 
 @dataclass(frozen=True)
 class ReplayRange:
-    """Batches [start, end) of one push partition, readable again until a commit passes `end`."""
+    """Batches [start, end) of one push partition, readable again until a commit passes `end`;
+    without `end`, from `start` to the partition's EOF (a retry-safe batch read)."""
 
     name: str
     partition: int
     start: int
-    end: int
+    end: int | None
 
     def to_json(self) -> dict:
         return names.replay_command(self.name, self.partition, self.start, self.end)
@@ -95,12 +96,12 @@ class ReplayRange:
         name = cmd.get(names.PUSH)
         p, start, end = (cmd.get(k) for k in (names.PARTITION, names.RANGE_START, names.RANGE_END))
         if not isinstance(name, str) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, start, end)):
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, start, 0 if end is None else end)):
             raise InvalidRequest(
-                f"A replay of push table {name!r} needs integer 'partition', 'start' and 'end' "
+                f"A replay of push table {name!r} needs integer 'partition', 'start' and optional 'end' "
                 f"(>= 0), got partition={p!r} start={start!r} end={end!r}."
             )
-        if end < start:
+        if end is not None and end < start:
             raise InvalidRequest(
                 f"Replay range [{start}, {end}) of push table {name!r} partition {p} is reversed; need start <= end.")
         unknown = sorted(set(cmd) - {names.PUSH, names.PARTITION, names.RANGE_START, names.RANGE_END})

@@ -1,0 +1,65 @@
+"""Start positions resolved once, on the driver: a tag, a commit time or "earliest" become the
+snapshot id the read starts at (the server's `find_snapshot` and `latest_snapshot` actions).
+
+A batch read and a stream read the same option differently, as in Paimon's connector: a batch
+read of `scan.timestamp-millis` is the table as it was then (the last snapshot committed at or
+before it); a stream starts with the first snapshot committed at or after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from flight_server.wire import names
+from spark_reader.flight_io import SourceError, call, connect
+from spark_reader.options import Options
+
+
+def _ask(opts: Options, action: str, body: dict) -> dict:
+    client = connect(opts)
+    try:
+        return call(opts, action, client.action, action, {names.TABLE: opts.table, **body})
+    finally:
+        client.close()
+
+
+def _tag(opts: Options) -> Options:
+    if opts.tag_name is None:
+        return opts
+    found = _ask(opts, names.FIND_SNAPSHOT, {"tag": opts.tag_name})
+    return replace(opts, snapshot_id=found["snapshot_id"], tag_name=None)
+
+
+def for_batch(opts: Options) -> Options:
+    """A batch read's options with its start as `snapshot_id` (a full scan pinned there)."""
+    if not opts.table:
+        return opts
+    opts = _tag(opts)
+    if opts.timestamp_millis is None:
+        return opts
+    found = _ask(opts, names.FIND_SNAPSHOT, {"timestamp_millis": opts.timestamp_millis})
+    if found["at_or_before"] is None:
+        raise SourceError(
+            f"{opts.target} has no snapshot committed at or before scan.timestamp-millis "
+            f"{opts.timestamp_millis} (the first kept one is snapshot {found['at_or_after']}); "
+            "pick a later time, or read without a start position.")
+    return replace(opts, scan_mode="from-snapshot", snapshot_id=found["at_or_before"], timestamp_millis=None)
+
+
+def for_stream(opts: Options) -> Options:
+    """A stream's options with its start as scan.mode from-snapshot(-full) at `snapshot_id`."""
+    opts = _tag(opts)
+    if opts.timestamp_millis is not None:
+        found = _ask(opts, names.FIND_SNAPSHOT, {"timestamp_millis": opts.timestamp_millis})
+        start = found["at_or_after"]
+        if start is None:  # nothing committed since: start with the next snapshot to come
+            start = (_ask(opts, names.LATEST_SNAPSHOT, {}).get("snapshot_id") or 0) + 1
+        return replace(opts, scan_mode="from-snapshot", snapshot_id=start, timestamp_millis=None)
+    if opts.scan_mode == "earliest":
+        # As a follow's `start` means it: every commit from snapshot 1 while it is kept, else the
+        # earliest kept snapshot in full and the deltas after it.
+        earliest = _ask(opts, names.LATEST_SNAPSHOT, {}).get("earliest_snapshot_id")
+        if earliest is None or earliest == 1:
+            return replace(opts, scan_mode="from-snapshot", snapshot_id=1)
+        return replace(opts, scan_mode="from-snapshot-full", snapshot_id=earliest)
+    return opts
