@@ -94,8 +94,11 @@ class BatchReader(DataSourceReader):
         return parts or [EndpointPartition(b"", (), f"{self.opts.target} (empty)")]
 
     def _push_partitions(self, client) -> list[EndpointPartition]:
-        """Each partition from its first uncommitted batch to EOF, committed by the task at its end:
-        a retried (or speculative) task reads the same batches again instead of "already consumed"."""
+        """Each partition from its first uncommitted batch to EOF, committing nothing: a retried or
+        speculative task, or the next action on the same DataFrame, reads the same batches again
+        (a batch read ends before Spark's job does, and Spark tells a Python source nothing of the
+        job's end). The server frees batches for a producer waiting for room once the reader has
+        caught up; a commit (a stream's, or the commit action) or a drain frees the rest."""
         name = self.opts.push
         stats = call(self.opts, names.STATS, client.stats, name)[names.PUSH][name]["partitions"]
         parts = []
@@ -104,7 +107,6 @@ class BatchReader(DataSourceReader):
             info = call(self.opts, "planning", client.replay_info, name, int(p), start, None)
             for part in partitions_of(info, self.opts):
                 part.label = f"{self.opts.target} partition {p} from batch {start}"
-                part.commit_at_end = (name, int(p), start)
                 parts.append(part)
         return parts
 

@@ -25,16 +25,12 @@ class SourceError(RuntimeError):
 class EndpointPartition(InputPartition):
     """One Spark partition: a FlightInfo endpoint's opaque ticket and the URIs that serve it."""
 
-    def __init__(self, ticket: bytes, locations: tuple[str, ...], label: str, resumable: bool = False,
-                 commit_at_end: tuple[str, int, int] | None = None):
+    def __init__(self, ticket: bytes, locations: tuple[str, ...], label: str, resumable: bool = False):
         super().__init__(label)
         self.ticket = ticket
         self.locations = locations
         self.label = label
         self.resumable = resumable
-        # (push table, partition, first batch): a batch read to EOF commits what it read once the
-        # task has handed Spark every batch, so a retried task reads the same batches again.
-        self.commit_at_end = commit_at_end
 
 
 def connect(opts: Options) -> Client:
@@ -106,12 +102,10 @@ def read_partition(part: EndpointPartition, schema: pa.Schema, credentials: Cred
     # A Paimon ticket's stream is deterministic (its splits are planned into it): a server that dies
     # mid-read is resumed on the next location after the rows already read.
     reader = EndpointReader(list(part.locations), flight.Ticket(part.ticket), credentials, resume=part.resumable)
-    got = received = 0
+    got = 0
     try:
         for chunk in reader:
             batch = chunk.data
-            if batch is not None:
-                received += 1
             if batch is not None and batch.num_rows:
                 got += 1
                 if columns[0] == ROW_KIND and batch.schema.names[0] == names.ROW_KIND:
@@ -121,12 +115,5 @@ def read_partition(part: EndpointPartition, schema: pa.Schema, credentials: Cred
         where = (f"from {reader.uri} broke off after {got} batches" if got else
                  f"found no reachable server (tried {', '.join(part.locations)})")
         raise SourceError(f"Reading {part.label} {where}: {_first_line(e)}{connection_hint(e)}") from None
-        if part.commit_at_end is not None:
-            name, p, start = part.commit_at_end
-            client = Client(reader.uri, credentials=credentials)
-            try:
-                client.commit(name, {p: start + received})
-            finally:
-                client.close()
     except (flight.FlightError, pa.ArrowException) as e:
         raise SourceError(f"Reading {part.label} from {reader.uri} failed: {_first_line(e)}") from None

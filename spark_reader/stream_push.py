@@ -54,16 +54,17 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # committed is lost, since it was processed; everything uncommitted is still on the server.
         parts = self._partitions()
         start = self.opts.starting_offsets
-        if start == "latest":
-            offsets = {p: s["next_seq"] for p, s in parts.items()}
-            self._commit(offsets, discard=True)  # the held batches are not this query's: free them
-            return offsets
-        chosen = start if isinstance(start, dict) else {}
+        if start == "earliest":
+            return {p: s["committed"] for p, s in parts.items()}
+        chosen = {p: s["next_seq"] for p, s in parts.items()} if start == "latest" else start
         unknown = sorted(set(chosen) - set(parts), key=int)
         if unknown:
             raise SourceError(f"Option 'startingOffsets' names partition(s) {', '.join(unknown)} that "
                               f"{self.opts.target} does not have (it has {len(parts)}).")
-        return {p: chosen.get(p, s["committed"]) for p, s in parts.items()}
+        offsets = {p: chosen.get(p, s["committed"]) for p, s in parts.items()}
+        offsets = {p: self._readable_from(p, seq, parts) for p, seq in offsets.items()}
+        self._commit(offsets, discard=True)  # the held batches before the start are not this query's: free them
+        return offsets
 
     def latestOffset(self, start: dict, limit: ReadLimit = ReadAllAvailable()) -> dict:
         # Spark asks for the next offset only after the batch ending at `start` is in its commit

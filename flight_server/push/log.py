@@ -295,9 +295,9 @@ class PartitionLog:
 
     def read_to_end(self, start: int, cancelled: Callable[[], bool] = _never) -> Iterator[pa.RecordBatch]:
         """Batches from `start` to EOF without committing, so a retried reader (a Spark task) reads
-        them again; the reader commits when it is done. Only when this reader has caught up and a
-        producer waits for room are the batches it was sent freed: then a retry from `start` gets
-        a clear error instead of the partition blocking both ends."""
+        them again. Only when this reader has caught up and a producer waits for room are the
+        batches it was sent freed: then a retry from `start` gets a clear error instead of the
+        partition blocking both ends."""
         self.read_range(start, start)  # the same checks and reader mode as a replay range
         seq = start
         while (batch := self._get(seq, None, cancelled)) is not None:
