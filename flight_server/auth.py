@@ -7,7 +7,7 @@
 
 (`"token"` in clear text is accepted too). Table patterns are shell-style globs over push table
 names and Paimon `DB.TABLE` names. Three grants, each independent of the others:
-- `read`: get_flight_info, get_schema, do_get, list_flights, stats, latest_snapshot, consumer_progress
+- `read`: get_flight_info, get_schema, do_get, list_flights, stats, latest_snapshot, find_snapshot, consumer_progress
 - `write`: do_put, commit (a push table's offsets), consumer_commit, producer_state
 - `admin`: register, drop, fail, create_table
 

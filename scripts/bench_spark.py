@@ -1,4 +1,5 @@
-"""Spark benchmark: flight-paimon vs spark.read.parquet on one Paimon table; push-to-foreachBatch latency.
+"""Spark benchmark: flight-paimon vs spark.read.parquet on one Paimon table, the same through Spark
+Connect; push-to-foreachBatch latency.
 
     .venv/bin/python scripts/bench_spark.py [--rows 4000000] [--runs 3] [--latency-s 20] [--json out.json]
 
@@ -8,9 +9,12 @@
    table's own data files. The query touches every column, so parquet cannot skip any.
    After one warm-up each, the two reads alternate for `--runs` rounds; ratio = the median of
    the rounds' flight / parquet times (a noisy moment on a shared machine hits both of a round).
-2. Latency from a producer's TableSink.write of a one-row batch to the row seen inside
-   foreachBatch of a readStream over the push table, trigger processingTime 200 ms: p50/p99.
-   Producer and foreachBatch run in this process, so one clock times both ends.
+2. The same aggregation over flight-paimon through Spark Connect (a Connect server on the same
+   SparkContext, scripts/local_connect.py) against classic Spark, rounds alternating: the
+   ratio is the median of connect / classic.
+3. Latency from a producer's TableSink.write of a one-row batch to the row seen inside
+   foreachBatch of a readStream over the push table, trigger processingTime 0 and 200 ms:
+   p50/p99. Producer and foreachBatch run in this process, so one clock times both ends.
 The server runs as a separate `flight_cli serve` process, as it does in production.
 """
 
@@ -106,22 +110,47 @@ def bench_scan(spark, uri: str, warehouse: str, rows: int, runs: int) -> dict:
             "ratio": round(statistics.median(ratios), 2), "ratios": [round(r, 2) for r in ratios]}
 
 
-def bench_latency(spark, uri: str, seconds: float, checkpoint: str) -> dict:
+def bench_connect(spark, connect, uri: str, table: str, runs: int) -> dict:
+    """The aggregation through Spark Connect against classic Spark, rounds alternating."""
+    from spark_reader import FlightPaimonDataSource
+
+    connect.dataSource.register(FlightPaimonDataSource)
+    frames = {name: session.read.format("flight-paimon").option("uri", uri).option("table", table).load()
+              for name, session in (("classic", spark), ("connect", connect))}
+    answers, times = {}, {"classic": [], "connect": []}
+    for name, df in frames.items():  # warm-up, and the answers to compare
+        df.createOrReplaceTempView("f")
+        answers[name] = sorted(map(tuple, df.sparkSession.sql(QUERY.replace("FROM t", "FROM f")).collect()))
+    assert answers["classic"] == answers["connect"], "Connect and classic disagree"
+    for _ in range(runs):
+        for name, df in frames.items():
+            df.createOrReplaceTempView("f")
+            start = time.perf_counter()
+            df.sparkSession.sql(QUERY.replace("FROM t", "FROM f")).collect()
+            times[name].append(time.perf_counter() - start)
+    ratios = [c / k for c, k in zip(times["connect"], times["classic"])]
+    return {"classic_median_s": round(statistics.median(times["classic"]), 3),
+            "connect_median_s": round(statistics.median(times["connect"]), 3),
+            "ratio": round(statistics.median(ratios), 2), "ratios": [round(r, 2) for r in ratios]}
+
+
+def bench_latency(spark, uri: str, seconds: float, checkpoint: str, trigger_ms: int) -> dict:
     schema = pa.schema([("n", pa.int64()), ("sent", pa.float64())])
     client = Client(uri, timeout=30)
-    client.register("latency", schema, capacity=64)
+    name = f"latency{trigger_ms}"
+    client.register(name, schema, capacity=64)
     latencies: list[float] = []
 
     def sink(df, batch_id):
         now = time.time()
         latencies.extend(now - r.sent for r in df.select("sent").collect())
 
-    query = (spark.readStream.format("flight-paimon").option("uri", uri).option("push", "latency").load()
-             .writeStream.foreachBatch(sink).trigger(processingTime="200 milliseconds")
+    query = (spark.readStream.format("flight-paimon").option("uri", uri).option("push", name).load()
+             .writeStream.foreachBatch(sink).trigger(processingTime=f"{trigger_ms} milliseconds")
              .option("checkpointLocation", checkpoint).start())
     time.sleep(5)  # let the first (empty) micro-batches warm the planner and workers
     sent = 0
-    with client.sink("latency") as producer:
+    with client.sink(name) as producer:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             producer.write(pa.record_batch([pa.array([sent]), pa.array([time.time()])], schema=schema))
@@ -133,7 +162,7 @@ def bench_latency(spark, uri: str, seconds: float, checkpoint: str) -> dict:
     query.stop()
     client.close()
     ms = sorted(x * 1000 for x in latencies)
-    return {"rows_sent": sent, "rows_seen": len(ms), "p50_ms": round(ms[len(ms) // 2], 1),
+    return {"trigger_ms": trigger_ms, "rows_sent": sent, "rows_seen": len(ms), "p50_ms": round(ms[len(ms) // 2], 1),
             "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1), "max_ms": round(ms[-1], 1)}
 
 
@@ -149,6 +178,7 @@ def main() -> None:
     os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
     from pyspark.sql import SparkSession
 
+    from scripts.local_connect import connect_session
     from spark_reader import register
 
     spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
@@ -162,8 +192,12 @@ def main() -> None:
         try:
             results = {"scan": bench_scan(spark, uri, f"{tmp}/warehouse", args.rows, args.runs)}
             print(json.dumps(results["scan"]), flush=True)
-            results["latency"] = bench_latency(spark, uri, args.latency_s, f"{tmp}/ckpt")
-            print(json.dumps(results["latency"]), flush=True)
+            with connect_session(spark) as connect:
+                results["connect"] = bench_connect(spark, connect, uri, "bench.orders", args.runs)
+            print(json.dumps(results["connect"]), flush=True)
+            results["latency"] = [bench_latency(spark, uri, args.latency_s, f"{tmp}/ckpt{ms}", ms) for ms in (0, 200)]
+            for row in results["latency"]:
+                print(json.dumps(row), flush=True)
         finally:
             proc.kill()
             proc.wait(10)

@@ -21,7 +21,7 @@ def examples() -> list[tuple[str, str, dict]]:
 
 def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(client, warehouse):
     found = examples()
-    assert len(found) == 16, [(k, n) for k, n, _ in found]  # a new example must be counted here
+    assert len(found) == 18, [(k, n) for k, n, _ in found]  # a new example must be counted here
     # What the examples name: push table "orders" with two batches, Paimon table db.orders with
     # two snapshots, and (created by the register example itself) push table "clicks".
     wh = Warehouse(warehouse)
@@ -37,6 +37,11 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
             if name == "register":
                 assert result == {"name": body["name"], "partitions": body["partitions"], "capacity": body["capacity"],
                                   "capacity_bytes": body["capacity_bytes"]}
+        elif "push" in body and "producer" in body:  # a named producer's do_put into a push partition, sent twice: taken once
+            client.register(body["push"], SCHEMA)
+            for _ in range(2):
+                client.push_named(body["push"], body["partition"], body["producer"], [(0, make_batch(0, 5))])
+            assert client.stats(body["push"])["push"][body["push"]]["partitions"]["0"]["next_seq"] == 1
         elif "write" in body:  # a durable write's do_put target: one batch into db.orders, acked once committed
             sink = client.paimon_sink(body["write"], producer=body["producer"])
             sink.write(rows(100, 3))

@@ -268,14 +268,14 @@ def test_cli_over_mtls_with_token_from_the_environment_or_the_flag(mtls_server, 
     env = {**child_env(), "FLIGHT_PAIMON_TOKEN": TOKENS["admin"]}
     out = _cli(env, "register", "orders_cli", "--schema", "id:int64,name:string", *certs)
     assert out.returncode == 0 and json.loads(out.stdout)["name"] == "orders_cli", out.stderr
-    out = _cli(child_env(), "register", "orders_cli2", "--schema", "id:int64", "--token", TOKENS["etl"], *certs)
+    out = _cli(child_env(), "register", "orders_cli2", "--schema", "id:int64", f"--token={TOKENS['etl']}", *certs)
     assert out.returncode == 1 and "may not admin" in out.stderr and TOKENS["etl"] not in out.stderr, out.stderr
     out = _cli(child_env(), "tail", "db.orders", "--from", "latest-full", "--format", "jsonl", "--limit", "50",
-               "--token", TOKENS["reader"], *certs)
+               f"--token={TOKENS['reader']}", *certs)
     assert out.returncode == 0 and len(out.stdout.splitlines()) == 50, out.stderr
-    out = _cli(child_env(), "list", "--token", TOKENS["reader"], *certs)
+    out = _cli(child_env(), "list", f"--token={TOKENS['reader']}", *certs)
     assert out.returncode == 0 and out.stdout.split("\t")[0] == "paimon/db.orders" and "orders_cli" not in out.stdout
-    out = _cli(child_env(), "drop", "orders_cli", "--token", TOKENS["admin"], *certs)
+    out = _cli(child_env(), "drop", "orders_cli", f"--token={TOKENS['admin']}", *certs)
     assert out.returncode == 0, out.stderr
 
 
@@ -307,7 +307,7 @@ def test_node_and_raw_grpc_producers_push_over_mtls_with_a_token(producer, mtls_
     admin.register(name, demo_rows.SCHEMA)
     security = ["--tls-root-certs", pki.ca, "--tls-cert-chain", pki.client_cert, "--tls-private-key", pki.client_key]
     args = [*cmd, "--uri", mtls_server.uri, "--table", name, "--batches", "3", "--rows", "100"]
-    run = subprocess.run([*args, "--token", WRONG, *security], capture_output=True, text=True, timeout=60,
+    run = subprocess.run([*args, f"--token={WRONG}", *security], capture_output=True, text=True, timeout=60,
                          env=child_env(), cwd=ROOT)
     assert run.returncode == 1 and "UNAUTHENTICATED" in run.stderr, run.stderr
     run = subprocess.run([*args, *security], capture_output=True, text=True, timeout=60,
