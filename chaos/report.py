@@ -1,0 +1,67 @@
+"""Figures of the runs: a line per scenario while running, docs/reliability.md at the end."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+from collections import Counter
+
+from chaos.harness import OUTCOMES, Run, Scenario
+
+
+def counts(results: list[Run]) -> Counter:
+    c = Counter(r.outcome for r in results)
+    c["lost"] = sum(r.lost for r in results)
+    c["duplicated"] = sum(r.duplicated for r in results)
+    return c
+
+
+def ok(results: list[Run]) -> bool:
+    return all(r.outcome == "ok" and not r.lost and not r.duplicated for r in results)
+
+
+def all_ok(rows) -> bool:
+    return all(ok(results) for _, results in rows)
+
+
+def line(sc: Scenario, results: list[Run], seconds: float) -> str:
+    c = counts(results)
+    figures = " ".join(f"{k}={c[k]}" for k in (*OUTCOMES, "lost", "duplicated"))
+    return f"{'OK ' if ok(results) else 'BAD'} {sc.group}: {sc.name}: runs={len(results)} {figures} ({seconds:.0f} s)"
+
+
+def soak_line(soak: dict) -> str:
+    return f"{'OK ' if soak['ok'] else 'BAD'} soak: {soak['summary']}"
+
+
+def markdown(rows, soak: dict | None, command: str, seconds: float) -> str:
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = [
+        "# Reliability: fault, abuse and soak runs",
+        "",
+        f"From `.venv/bin/python {command}` on {when} ({platform.machine()}, "
+        f"{seconds / 60:.0f} min), against the code of this commit. Each run puts the fault at a random moment "
+        "(seeded: the same command repeats the same moments). Outcomes: **ok** (what the protocol "
+        "promises), **silent truncation** (a clean end with rows missing), **hang** (not over 10 s after "
+        "the fault), **wrong error** (an error that does not name the cause, or altered rows), **crash** "
+        "(a server died that the run did not kill). **Lost** and **duplicated** count rows where the "
+        "path promises exactly-once (or at-least-once: duplicates allowed, said in the promise).",
+        "",
+        "| group | scenario | promise | runs | ok | silent truncation | hang | wrong error | crash | lost | duplicated |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for sc, results in rows:
+        c = counts(results)
+        out.append(f"| {sc.group} | {sc.name} | {sc.promise} | {len(results)} | {c['ok']} | {c['truncation']} | "
+                   f"{c['hang']} | {c['wrong_error']} | {c['crash']} | {c['lost']} | {c['duplicated']} |")
+    out += ["", "Reproduce one scenario: `.venv/bin/python scripts/chaos.py --only \"NAME\" --runs N` (a part of "
+            "the name is enough); the CI version is `scripts/chaos.py --short` (tests/test_chaos.py).", ""]
+    bad = [(sc, r) for sc, results in rows for r in results if r.outcome != "ok" or r.lost or r.duplicated]
+    if bad:
+        out += ["## Runs that were not ok", ""]
+        out += [f"- {sc.group}: {sc.name}: {r.outcome}, lost {r.lost}, duplicated {r.duplicated}: {r.detail}"
+                for sc, r in bad]
+        out.append("")
+    if soak:
+        out += ["## Soak", "", soak["markdown"], ""]
+    return "\n".join(out)
