@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -57,7 +58,8 @@ class Run:
     outcome: str = "ok"
     detail: str = ""
     lost: int = 0
-    duplicated: int = 0
+    duplicated: int = 0  # where exactly-once is promised
+    redelivered: int = 0  # where at-least-once is promised: rows delivered again (allowed)
     seconds: float = 0.0
 
 
@@ -151,6 +153,7 @@ class Context:
     def stop_all(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
+                self.killed.add(proc.pid)
                 try:
                     os.kill(proc.pid, signal.SIGCONT)
                     os.kill(proc.pid, signal.SIGKILL)
@@ -162,6 +165,12 @@ class Context:
                 pass
 
     @staticmethod
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    @staticmethod
     def _mkdir(path: Path) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -169,7 +178,8 @@ class Context:
 
 def server_crash(ctx: Context, shared: dict) -> str | None:
     """A sentence if a server of this run died without being killed by it."""
-    procs = [p for p in ctx.procs if p.pid not in ctx.killed and p.args[:3] == [sys.executable, "-m", "flight_server.cli"]]
+    procs = [p for p in ctx.procs if p.pid not in ctx.killed and p.args[:3] == [sys.executable, "-m", "flight_server.cli"]
+             and "serve" in p.args]
     if "server" in shared:
         procs.append(shared["server"].proc)
     dead = [p for p in procs if p.poll() is not None]
@@ -196,7 +206,8 @@ def run_scenario(sc: Scenario, runs: int, seed: int, root: Path, log=print) -> l
                 ctx.stop_all()
             crashed = server_crash(ctx, shared)
             if crashed:
-                result = Run("crash", crashed, result.lost, result.duplicated)
+                result = Run("crash", f"{crashed}; the run said: {result.outcome} {result.detail}", result.lost,
+                             result.duplicated, result.redelivered)
                 shared.pop("server", None)
             result.seconds = time.monotonic() - start
             results.append(result)

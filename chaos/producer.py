@@ -6,7 +6,8 @@
 Push batch i holds ids i*R .. i*R+R-1 (counter rows); Paimon batch seq s holds ids s*1_000_000 ..
 (events rows), so a reader tells whole batches, partial ones and resends apart. `--end` is how
 the stream ends: the end marker (clean), a plain half-close without it, or an in-band error.
-Prints `sent N` after each batch is handed over and `done` after a clean close.
+Prints `sent N` after each batch is handed over (Paimon: `sent N acked K`, K batches committed so
+far) and `done` after a clean close.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def main() -> int:
     first = 0 if last is None else last + 1
     for i in range(first, args.batches):
         sink.write(batch(args, i))
-        print(f"sent {i}", flush=True)
+        # A Paimon sink's `acked` counts batches committed (in order): a lower bound at a kill.
+        print(f"sent {i}" + (f" acked {sink.acked}" if kind == "paimon" else ""), flush=True)
         pace(args)
     if args.end == "error":
         sink.fail(ERROR)

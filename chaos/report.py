@@ -13,6 +13,7 @@ def counts(results: list[Run]) -> Counter:
     c = Counter(r.outcome for r in results)
     c["lost"] = sum(r.lost for r in results)
     c["duplicated"] = sum(r.duplicated for r in results)
+    c["redelivered"] = sum(r.redelivered for r in results)
     return c
 
 
@@ -26,7 +27,7 @@ def all_ok(rows) -> bool:
 
 def line(sc: Scenario, results: list[Run], seconds: float) -> str:
     c = counts(results)
-    figures = " ".join(f"{k}={c[k]}" for k in (*OUTCOMES, "lost", "duplicated"))
+    figures = " ".join(f"{k}={c[k]}" for k in (*OUTCOMES, "lost", "duplicated", "redelivered"))
     return f"{'OK ' if ok(results) else 'BAD'} {sc.group}: {sc.name}: runs={len(results)} {figures} ({seconds:.0f} s)"
 
 
@@ -47,13 +48,15 @@ def markdown(rows, soak: dict | None, command: str, seconds: float) -> str:
         "(a server died that the run did not kill). **Lost** and **duplicated** count rows where the "
         "path promises exactly-once (or at-least-once: duplicates allowed, said in the promise).",
         "",
-        "| group | scenario | promise | runs | ok | silent truncation | hang | wrong error | crash | lost | duplicated |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| group | scenario | promise | runs | ok | silent truncation | hang | wrong error | crash | lost | "
+        "duplicated | redelivered (at-least-once) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sc, results in rows:
         c = counts(results)
         out.append(f"| {sc.group} | {sc.name} | {sc.promise} | {len(results)} | {c['ok']} | {c['truncation']} | "
-                   f"{c['hang']} | {c['wrong_error']} | {c['crash']} | {c['lost']} | {c['duplicated']} |")
+                   f"{c['hang']} | {c['wrong_error']} | {c['crash']} | {c['lost']} | {c['duplicated']} | "
+                   f"{c['redelivered']} |")
     out += ["", "Reproduce one scenario: `.venv/bin/python scripts/chaos.py --only \"NAME\" --runs N` (a part of "
             "the name is enough); the CI version is `scripts/chaos.py --short` (tests/test_chaos.py).", ""]
     bad = [(sc, r) for sc, results in rows for r in results if r.outcome != "ok" or r.lost or r.duplicated]

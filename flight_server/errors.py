@@ -15,7 +15,7 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server.wire.errors import (
-    Cancelled, FlightPaimonError, InvalidRequest, NotFound, PermissionDenied, Unauthenticated,
+    Cancelled, FlightPaimonError, InvalidRequest, NotFound, PermissionDenied, Unauthenticated, Unavailable,
 )
 
 log = structlog.get_logger(__name__)
@@ -78,6 +78,8 @@ def to_flight(exc: BaseException) -> BaseException:
         return wire
     if isinstance(exc, Cancelled):
         return flight.FlightCancelledError(message, extra_info=exc.extra_info())
+    if isinstance(exc, Unavailable):
+        return flight.FlightUnavailableError(message, extra_info=exc.extra_info())
     if isinstance(exc, Unauthenticated):
         return flight.FlightUnauthenticatedError(message, extra_info=exc.extra_info())
     if isinstance(exc, PermissionDenied):
@@ -99,10 +101,10 @@ def status_name(exc: BaseException | None) -> str:
         return "UNAUTHENTICATED"
     if isinstance(exc, (PermissionDenied, flight.FlightUnauthorizedError)):
         return "PERMISSION_DENIED"
+    if isinstance(exc, (Unavailable, flight.FlightUnavailableError)):
+        return "UNAVAILABLE"
     if isinstance(exc, (FlightPaimonError, flight.FlightServerError)):
         return "UNKNOWN"
-    if isinstance(exc, flight.FlightUnavailableError):
-        return "UNAVAILABLE"
     return "INTERNAL"
 
 

@@ -23,7 +23,7 @@ import structlog
 from flight_server.ingest.producers import ProducerSeqs
 from flight_server.paimon import compat
 from flight_server.wire import allocator
-from flight_server.wire.errors import Cancelled, CommitFailed, InvalidRequest, WrongState
+from flight_server.wire.errors import Cancelled, CommitFailed, InvalidRequest, Unavailable, WrongState
 
 log = structlog.get_logger(__name__)
 
@@ -156,9 +156,9 @@ class TableCommitter:
         with self._cond:
             self._closed = reason
             for p in self._queue:
-                self._fail(p.stream, WrongState(f"{p.stream.label}: {reason}; its unacked batches were not committed."))
+                self._fail(p.stream, Unavailable(f"{p.stream.label}: {reason}; its unacked batches were not committed."))
             for stream in self._active.values():
-                self._fail(stream, WrongState(f"{stream.label}: {reason}."))
+                self._fail(stream, Unavailable(f"{stream.label}: {reason}."))
             self._queue, self._queued_bytes = [], 0
             self._cond.notify_all()
 
@@ -171,7 +171,7 @@ class TableCommitter:
 
     def _check_open(self) -> None:
         if self._closed is not None:
-            raise WrongState(f"Paimon table {self.name!r} takes no writes: {self._closed}.")
+            raise Unavailable(f"Paimon table {self.name!r} takes no writes: {self._closed}.")
 
     def _check(self, stream: WriteStream) -> None:
         if stream.error is not None:

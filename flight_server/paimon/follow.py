@@ -27,7 +27,7 @@ import pyarrow as pa
 import structlog
 
 from flight_server.paimon import compat
-from flight_server.wire.errors import Cancelled, NotFound, WrongState
+from flight_server.wire.errors import Cancelled, NotFound, Unavailable
 from flight_server.paimon.scope import pick, ticket_buckets
 from flight_server.tickets import PaimonTicket
 from flight_server.wire.requests import PaimonRequest
@@ -170,7 +170,8 @@ def _wait(seconds: float, is_cancelled: Callable[[], bool], stopping: threading.
         if is_cancelled():
             raise Cancelled(f"The client of the follow of Paimon table {name!r} went away.")
         if stopping.is_set():
-            raise WrongState(f"The follow of Paimon table {name!r} ended: the server is shutting down; reconnect to another server.")
+            raise Unavailable(f"The follow of Paimon table {name!r} ended: the server is shutting down; reconnect "
+                              "to another server, or to this one once it is back.")
         left = deadline - time.monotonic()
         if left <= 0:
             return

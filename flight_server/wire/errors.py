@@ -85,7 +85,8 @@ class Cancelled(FlightPaimonError):
 
 
 class Unavailable(FlightPaimonError):
-    """The server could not be reached (client side only)."""
+    """The server could not be reached, or is shutting down: UNAVAILABLE on the wire, which clients
+    retry (named durable producers reconnect, readers fail over to the endpoint's next location)."""
 
     code = "unavailable"
 

@@ -1,0 +1,110 @@
+"""Durable writes into Paimon tables: producers killed, stopped, timed out, ending badly.
+
+A named producer is restarted after the fault and finishes: the table must then hold every batch
+exactly once, whole. An unnamed producer is at-least-once: every batch acked before the kill
+must be in the table."""
+
+from __future__ import annotations
+
+import collections
+import signal
+import uuid
+
+import pyarrow as pa
+from pypaimon import CatalogFactory
+
+from chaos.harness import Context, Run, scenario, wrong_error
+from producers import Client
+from producers.examples.events import SCHEMA
+
+BATCHES, ROWS = 30, 500
+
+
+def table_batches(warehouse: str, table: str) -> tuple[collections.Counter, list[str]]:
+    """(rows per (producer, seq) in the table, problems: a batch held partly or twice)."""
+    t = CatalogFactory.create({"warehouse": warehouse}).get_table(table)
+    rb = t.new_read_builder()
+    data: pa.Table = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    held = collections.Counter(zip(data.column("producer").to_pylist(), data.column("seq").to_pylist()))
+    return held, [f"{k}: {n} rows" for k, n in held.items() if n % ROWS]
+
+
+def producer(ctx: Context, uri: str, table: str, name: str | None, *args: str, batches: int = BATCHES):
+    named = ["--producer", name] if name else []
+    return ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--batches", str(batches), "--rows", str(ROWS),
+                      "--rate", "40", *named, *args)
+
+
+def new_table(client: Client) -> str:
+    table = f"db.t{uuid.uuid4().hex[:8]}"
+    client.create_table(table, SCHEMA)
+    return table
+
+
+def fault(ctx: Context, proc, how: str) -> None:
+    if how == "sigkill":
+        ctx.sleep_random(0.5, 1.5)
+        ctx.kill(proc)
+    elif how == "sigstop":
+        ctx.sleep_random(0.5, 1.5)
+        ctx.kill(proc, signal.SIGSTOP)
+        ctx.sleep_random(0.2, 1.0)
+        ctx.kill(proc)
+
+
+def _named(ctx: Context, how: str) -> Run:
+    uri, name = ctx.server().uri, "p1"
+    client = Client(uri, timeout=10)
+    try:
+        table = new_table(client)
+        extra: list[str] = []
+        batches = BATCHES
+        if how == "deadline":
+            extra = ["--deadline", f"{ctx.rnd.uniform(0.5, 1.2):.3f}"]
+        elif how in ("plain-close", "error"):
+            batches = ctx.rnd.randint(1, BATCHES)
+            extra = ["--end", how]
+        proc = producer(ctx, uri, table, name, *extra, batches=batches)
+        fault(ctx, proc, how)
+        ctx.exited(proc, "the producer")
+        again = producer(ctx, uri, table, name)  # the restarted producer finishes the job
+        if ctx.exited(again, "the restarted producer", timeout=30) != 0:
+            raise wrong_error(f"the restarted producer failed: {again.stderr.read()[-300:]}")
+        held, partial = table_batches(ctx.warehouse(), table)
+        if partial:
+            raise wrong_error(f"batches held partly: {partial[:5]}")
+        lost = sum(ROWS for s in range(BATCHES) if held[(name, s)] == 0)
+        duplicated = sum(n - ROWS for n in held.values() if n > ROWS)
+        return Run(detail=f"{len(held)} batches", lost=lost, duplicated=duplicated)
+    finally:
+        client.close()
+
+
+for _how, _what in [("sigkill", "SIGKILL at a random moment"), ("sigstop", "SIGSTOP, then SIGKILL"),
+                    ("deadline", "its call deadline passes mid-stream"),
+                    ("plain-close", "half-closes without the end marker"),
+                    ("error", "fails in-band after a random number of batches")]:
+    scenario("producer", f"durable, named: {_what}", "restarted, the producer finishes: every batch in the "
+             "table exactly once and whole (exactly-once)", full=10)(lambda ctx, h=_how: _named(ctx, h))
+
+
+@scenario("producer", "durable, unnamed: SIGKILL at a random moment", "every batch acked before the kill is in "
+          "the table, whole (at-least-once: an unacked batch may or may not be)", full=10)
+def _unnamed(ctx: Context) -> Run:
+    uri = ctx.server().uri
+    client = Client(uri, timeout=10)
+    try:
+        table = new_table(client)
+        proc = producer(ctx, uri, table, None)
+        fault(ctx, proc, "sigkill")
+        ctx.exited(proc, "the producer")
+        lines = proc.stdout.read().split()
+        acked = max([int(lines[i + 1]) for i, w in enumerate(lines) if w == "acked"], default=0)
+        held, partial = table_batches(ctx.warehouse(), table)
+        if partial:
+            raise wrong_error(f"batches held partly: {partial[:5]}")
+        lost = sum(ROWS for s in range(acked) if held[("anonymous", s)] == 0)
+        return Run(detail=f"{acked} acked, {len(held)} held", lost=lost,
+                   duplicated=sum(n - ROWS for n in held.values() if n > ROWS))
+    finally:
+        client.close()

@@ -1,0 +1,109 @@
+"""The server SIGKILLed or SIGTERMed with 28 open streams of every kind, then restarted on the
+same port over the same warehouse:
+- 6 named producers writing durably into one Paimon table (they reconnect and resend what the
+  table lacks: exactly-once);
+- 6 `flight_cli tail --consumer-id` follows of that table (restarted after the server: they resume
+  from their committed progress; at-least-once, so a row printed but not yet committed comes again);
+- 8 push-table producers and their 8 draining consumers (push tables are memory: their consumers
+  must get an error, never a clean end short).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import signal
+import threading
+import uuid
+
+from chaos.harness import HANG_S, Context, Run, scenario, truncation, wrong_error
+from chaos.ingest_faults import ROWS as DURABLE_ROWS
+from chaos.ingest_faults import table_batches
+from chaos.push_faults import ROWS as PUSH_ROWS
+from producers import Client
+from producers.examples.counter import SCHEMA as PUSH_SCHEMA
+from producers.examples.events import SCHEMA as EVENTS_SCHEMA
+
+NAMED, FOLLOWS, PUSHES = 6, 6, 8
+DURABLE_BATCHES, PUSH_BATCHES = 40, 400
+
+
+class Tail:
+    """`flight_cli tail DB.TABLE --consumer-id C --format jsonl`; its printed ids collected."""
+
+    def __init__(self, ctx: Context, uri: str, table: str, consumer: str, printed: collections.Counter):
+        self.proc = ctx.python("-m", "flight_server.cli", "tail", table, "--uri", uri, "--consumer-id", consumer,
+                               "--from", "earliest", "--poll-interval-ms", "50", "--format", "jsonl")
+        self.printed = printed
+        self.thread = threading.Thread(target=self._collect, daemon=True)
+        self.thread.start()
+
+    def _collect(self) -> None:
+        for line in self.proc.stdout:
+            self.printed[json.loads(line)["id"]] += 1
+
+
+def _server_dies(ctx: Context, sig: int) -> Run:
+    port = ctx.free_port()
+    server = ctx.own_server("--shutdown-timeout", "2", port=port)
+    uri = server.uri
+    client = Client(uri, timeout=10)
+    table = f"db.t{uuid.uuid4().hex[:8]}"
+    client.create_table(table, EVENTS_SCHEMA)
+    named = [ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", f"p{i}", "--batches",
+                        str(DURABLE_BATCHES), "--rows", str(DURABLE_ROWS), "--rate", "10") for i in range(NAMED)]
+    printed: list[collections.Counter] = [collections.Counter() for _ in range(FOLLOWS)]
+    tails = [Tail(ctx, uri, table, f"c{i}", printed[i]) for i in range(FOLLOWS)]
+    pushes = []
+    for i in range(PUSHES):
+        name = f"push{i}"
+        client.register(name, PUSH_SCHEMA, capacity=8)
+        pushes.append((ctx.python("-m", "chaos.producer", uri, f"push:{name}", "--batches", str(PUSH_BATCHES),
+                                  "--rows", str(PUSH_ROWS), "--rate", "50"),
+                       ctx.python("-m", "chaos.consumer", uri, name)))
+    client.close()
+    # Every stream is open and moving (28 processes take a few seconds to start on 2 cores) ...
+    for proc in named + [p for p, _ in pushes]:
+        if not proc.stdout.readline().startswith("sent"):
+            raise wrong_error(f"a producer did not start: {proc.stderr.read()[-300:]}")
+    for _, consumer in pushes:
+        if consumer.stdout.readline().strip() != "reading":
+            raise wrong_error("a push consumer did not start reading")
+    ctx.sleep_random(0.2, 2.0)  # ... and mid-way
+    ctx.kill(server.proc, sig)
+    ctx.exited(server.proc, "the server", timeout=2 + HANG_S)
+    # Push consumers: an error, never a clean end with rows missing.
+    for producer, consumer in pushes:
+        ctx.exited(consumer, "a push consumer")
+        result = json.loads(consumer.stdout.read().strip().splitlines()[-1])
+        if result["outcome"] == "complete" and (result["rows"] != PUSH_BATCHES * PUSH_ROWS or not result["in_order"]):
+            raise truncation(f"a push consumer ended cleanly with {result['rows']} of {PUSH_BATCHES * PUSH_ROWS} rows")
+        ctx.exited(producer, "a push producer")
+    for tail in tails:
+        ctx.exited(tail.proc, "a follow (tail) of the killed server")
+        tail.thread.join(HANG_S)
+    ctx.own_server("--shutdown-timeout", "2", port=port)
+    tails = [Tail(ctx, uri, table, f"c{i}", printed[i]) for i in range(FOLLOWS)]
+    for i, proc in enumerate(named):
+        if ctx.exited(proc, f"named producer p{i} after the restart", timeout=60) != 0:
+            raise wrong_error(f"named producer p{i} failed after the restart: {proc.stderr.read().strip().splitlines()[-1][-400:]}")
+    held, partial = table_batches(ctx.warehouse(), table)
+    if partial:
+        raise wrong_error(f"batches held partly: {partial[:5]}")
+    lost = sum(DURABLE_ROWS for i in range(NAMED) for s in range(DURABLE_BATCHES) if held[(f"p{i}", s)] == 0)
+    duplicated = sum(n - DURABLE_ROWS for n in held.values() if n > DURABLE_ROWS)
+    every = {s * 1_000_000 + r for s in range(DURABLE_BATCHES) for r in range(DURABLE_ROWS)}  # ids of each producer
+    expected = collections.Counter({i: NAMED for i in every})
+    ctx.wait_for(lambda: all(len(p) == len(every) and all(p[i] >= NAMED for i in every) for p in printed),
+                 "the follows to print every row", timeout=60)
+    missed = sum(1 for p in printed for i in every if p[i] < expected[i])
+    redelivered = sum(n - NAMED for p in printed for n in p.values() if n > NAMED)
+    return Run(detail=f"{len(held)} batches held; follows redelivered {redelivered} rows",
+               lost=lost + missed, duplicated=duplicated, redelivered=redelivered)
+
+
+scenario("server", "SIGKILL with 28 open streams, restart", "durable named producers: exactly-once; follows "
+         "(tail --consumer-id): every row, at-least-once; push consumers: an error, never a clean end short",
+         short=1, full=5)(lambda ctx: _server_dies(ctx, signal.SIGKILL))
+scenario("server", "SIGTERM with 28 open streams, restart", "the same; the server exits within its "
+         "--shutdown-timeout (2 s) + 10 s", short=1, full=5)(lambda ctx: _server_dies(ctx, signal.SIGTERM))
