@@ -1,0 +1,115 @@
+"""Spark streaming queries whose driver is SIGKILLed mid-batch and restarted from the checkpoint
+(the restart runs Trigger.AvailableNow and stops when caught up): every row once."""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+import uuid
+
+from chaos.harness import Context, Run, wrong_error
+from chaos.harness import scenario
+from chaos.ingest_faults import ROWS, table_batches
+from chaos.push_faults import Drain
+from producers import Client
+from producers.examples.counter import SCHEMA as PUSH_SCHEMA
+from producers.examples.events import SCHEMA as EVENTS_SCHEMA
+
+BATCHES = 40
+JOB_S = 240  # one driver's limit: Spark starts in ~10-20 s on 2 cores
+
+
+def job(ctx: Context, uri: str, *args: str):
+    return ctx.python("-m", "chaos.spark_job", uri, "--out", str(ctx.dir / "out"), "--checkpoint",
+                      str(ctx.dir / "ckpt"), *args)
+
+
+def kill_mid_batch(ctx: Context, proc) -> None:
+    """SIGKILL the driver at a random moment after its first non-empty micro-batch."""
+    line = proc.stdout.readline()
+    if not line.startswith("batch"):
+        raise wrong_error(f"the Spark job did not run a batch: {line!r} {proc.stderr.read()[-400:]}")
+    ctx.sleep_random(0.0, 1.5)
+    ctx.kill(proc)
+    ctx.exited(proc, "the killed driver")
+
+
+def finish(ctx: Context, uri: str, *args: str) -> None:
+    again = job(ctx, uri, *args, "--available-now")
+    if ctx.exited(again, "the restarted driver (AvailableNow)", timeout=JOB_S) != 0:
+        raise wrong_error(f"the restarted query failed: {again.stderr.read()[-400:]}")
+
+
+def count(ids, expected: set) -> tuple[int, int]:
+    seen = collections.Counter(ids)
+    return sum(1 for i in expected if seen[i] == 0), sum(n - 1 for n in seen.values() if n > 1)
+
+
+def _durable_rows(ctx: Context, uri: str, table: str) -> None:
+    """Write BATCHES batches into a Paimon table through the server, while the query runs."""
+    proc = ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", "w", "--batches", str(BATCHES),
+                      "--rows", str(ROWS), "--rate", "8")
+    return proc
+
+
+@scenario("spark", "readStream of a Paimon table: driver SIGKILLed mid-batch, restarted", "every row once in "
+          "the Parquet sink (exactly-once)", short=1, full=3)
+def _paimon_source(ctx: Context) -> Run:
+    uri = ctx.server().uri
+    client = Client(uri, timeout=10)
+    table = f"db.t{uuid.uuid4().hex[:8]}"
+    client.create_table(table, EVENTS_SCHEMA)
+    client.close()
+    writer = _durable_rows(ctx, uri, table)
+    kill_mid_batch(ctx, job(ctx, uri, "--read", f"paimon:{table}"))
+    if ctx.exited(writer, "the writer", timeout=60) != 0:
+        raise wrong_error("the durable writer failed")
+    finish(ctx, uri, "--read", f"paimon:{table}")
+    held, _ = table_batches(ctx.warehouse(), table)
+    expected = {s * 1_000_000 + r for (_, s) in held for r in range(ROWS)}
+    lost, dup = count(json.load(open(ctx.dir / "ids.json")), expected)
+    return Run(detail=f"{len(expected)} rows", lost=lost, duplicated=dup)
+
+
+@scenario("spark", "readStream of a push table: driver SIGKILLed mid-batch, restarted", "every row once in "
+          "the Parquet sink (exactly-once: replay ranges committed after the batch)", short=1, full=3)
+def _push_source(ctx: Context) -> Run:
+    uri = ctx.server().uri
+    client = Client(uri, timeout=10)
+    table = f"t{uuid.uuid4().hex[:8]}"
+    client.register(table, PUSH_SCHEMA, capacity=256)  # the producer never waits for the dead driver
+    client.close()
+    producer = ctx.python("-m", "chaos.producer", uri, f"push:{table}", "--batches", str(BATCHES * 4), "--rows",
+                          "250", "--rate", "30")
+    kill_mid_batch(ctx, job(ctx, uri, "--read", f"push:{table}"))
+    if ctx.exited(producer, "the push producer", timeout=60) != 0:
+        raise wrong_error(f"the push producer failed: {producer.stderr.read()[-300:]}")
+    finish(ctx, uri, "--read", f"push:{table}")
+    lost, dup = count(json.load(open(ctx.dir / "ids.json")), set(range(BATCHES * 4 * 250)))
+    return Run(detail=f"{BATCHES * 1000} rows", lost=lost, duplicated=dup)
+
+
+@scenario("spark", "writeStream into a push table: driver SIGKILLed mid-batch, restarted", "the push table's "
+          "reader gets every row once (named producers, micro-batch id as seq)", short=1, full=3)
+def _push_sink(ctx: Context) -> Run:
+    uri = ctx.server().uri
+    client = Client(uri, timeout=10)
+    source, sink = f"db.t{uuid.uuid4().hex[:8]}", f"out{uuid.uuid4().hex[:8]}"
+    client.create_table(source, EVENTS_SCHEMA)
+    client.register(sink, EVENTS_SCHEMA, capacity=1024)
+    drain = Drain(client, sink)
+    writer = _durable_rows(ctx, uri, source)
+    kill_mid_batch(ctx, job(ctx, uri, "--read", f"paimon:{source}", "--write-push", sink))
+    if ctx.exited(writer, "the writer", timeout=60) != 0:
+        raise wrong_error("the durable writer failed")
+    finish(ctx, uri, "--read", f"paimon:{source}", "--write-push", sink)
+    expected = {s * 1_000_000 + r for s in range(BATCHES) for r in range(ROWS)}
+    ctx.wait_for(lambda: expected <= set(drain.ids), "the push table's reader to get every row", timeout=30)
+    time.sleep(1)  # a duplicate would arrive right behind
+    drain.reader.cancel()
+    lost, dup = count(list(drain.ids), expected)
+    client.close()
+    return Run(detail=f"{len(expected)} rows", lost=lost, duplicated=dup)
+
+
