@@ -66,5 +66,5 @@ def markdown(rows, soak: dict | None, command: str, seconds: float) -> str:
                 for sc, r in bad]
         out.append("")
     if soak:
-        out += ["## Soak", "", soak["markdown"], ""]
+        out += ["## Soak", "", f"`.venv/bin/python {soak['command']}` ({soak['when']}): {soak['markdown']}", ""]
     return "\n".join(out)
