@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -91,8 +91,9 @@ class Context:
     `server()` is shared by the runs of a scenario (started on first use); a run that kills
     servers starts its own with `own_server()`."""
 
-    def __init__(self, rnd: random.Random, workdir: Path, shared: dict):
+    def __init__(self, rnd: random.Random, workdir: Path, shared: dict, short: bool = False):
         self.rnd = rnd
+        self.short = short  # the CI version: a scenario may do less per run
         self.dir = workdir
         self.procs: list[subprocess.Popen] = []
         self.killed: set[int] = set()
@@ -186,14 +187,14 @@ def server_crash(ctx: Context, shared: dict) -> str | None:
     return f"the server (pid {dead[0].pid}) exited with {dead[0].returncode}" if dead else None
 
 
-def run_scenario(sc: Scenario, runs: int, seed: int, root: Path, log=print) -> list[Run]:
+def run_scenario(sc: Scenario, runs: int, seed: int, root: Path, short: bool = False, log=print) -> list[Run]:
     """`runs` runs of one scenario, each with its own random moment; the shared server stopped after."""
     shared: dict = {}
     results: list[Run] = []
     base = root / f"{sc.group}-{sc.name}".replace(" ", "_")
     try:
         for i in range(runs):
-            ctx = Context(random.Random(f"{seed}-{sc.name}-{i}"), Context._mkdir(base / f"run-{i}"), shared)
+            ctx = Context(random.Random(f"{seed}-{sc.name}-{i}"), Context._mkdir(base / f"run-{i}"), shared, short)
             start = time.monotonic()
             try:
                 result = sc.fn(ctx) or Run()
@@ -211,7 +212,7 @@ def run_scenario(sc: Scenario, runs: int, seed: int, root: Path, log=print) -> l
                 shared.pop("server", None)
             result.seconds = time.monotonic() - start
             results.append(result)
-            if result.outcome != "ok" or result.lost or result.duplicated:
+            if result.outcome != "ok" or result.lost or result.duplicated or os.environ.get("CHAOS_VERBOSE"):
                 log(f"  {sc.group}/{sc.name} run {i}: {result.outcome} lost={result.lost} "
                     f"duplicated={result.duplicated} {result.detail[:300]}")
     finally:

@@ -79,7 +79,7 @@ def soak(seconds: float, root: Path, plot: Path | None, spark: bool = True) -> d
     follow = ctx.python("-m", "flight_server.cli", "tail", table, "--uri", uri, "--from", "earliest",
                         "--format", "jsonl", "--poll-interval-ms", "200")
     followed: set[int] = set()
-    reader = threading.Thread(target=lambda: [followed.add((r := json.loads(line))["seq"]) for line in follow.stdout],
+    reader = threading.Thread(target=lambda: [followed.add(json.loads(line)["seq"]) for line in follow.stdout],
                               daemon=True)
     reader.start()
     stream = None
@@ -127,7 +127,9 @@ def summarise(series, seconds: float, counts: dict, durable_batches: int, missed
         draw(series, plot)
         markdown = f"{summary}.\n\n![server RSS, threads and open files over the soak]({plot.name})"
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return {"ok": ok, "summary": summary, "markdown": markdown, "rss_trend": rss_trend, "when": when}
+    return {"ok": ok, "summary": summary, "markdown": markdown, "rss_trend": rss_trend, "when": when,
+            "missed": missed, "push_tables": counts.get("push_tables", 0), "push_bad": counts.get("push_bad", 0),
+            "durable_batches": durable_batches}
 
 
 def draw(series, path: Path) -> None:

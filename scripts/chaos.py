@@ -45,7 +45,7 @@ def main() -> int:
     for sc in chosen:
         runs = args.runs or (sc.short if args.short else sc.full)
         t0 = time.monotonic()
-        results = run_scenario(sc, runs, args.seed, root)
+        results = run_scenario(sc, runs, args.seed, root, short=args.short)
         rows.append((sc, results))
         print(report.line(sc, results, time.monotonic() - t0), flush=True)
     soak = None

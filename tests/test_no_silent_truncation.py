@@ -203,7 +203,7 @@ def test_a_frozen_producer_fails_its_partition_after_idle_timeout(server):
     def run(i: int) -> tuple[str, str]:
         rnd = random.Random(400 + i)
         name = f"t{i}"
-        Client(server.uri).register(name, SCHEMA, capacity=64, idle_timeout_s=2.0)  # > process start-up
+        Client(server.uri).register(name, SCHEMA, capacity=64, idle_timeout_s=4.0)  # > process start-up, loaded
         producer = counter(server.uri, name, "--batches", "1000", "--rows", "5", "--rate", "100")
         result = []
         consumer = threading.Thread(target=lambda: result.append(consume(server.uri, name, list(range(5000)))))

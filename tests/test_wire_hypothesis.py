@@ -8,8 +8,6 @@ server keeps serving (list_flights included, whatever names were registered).
 from __future__ import annotations
 
 import base64
-import json
-import re
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -24,38 +22,12 @@ from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest, NotFound, PartitionFailed, error_message, from_flight
 from flight_server.wire.schemas import encode_schema
 from producers.examples.counter import SCHEMA, make_batch
+from chaos.strategies import LEAKS, OBJECTS, PAIMON_COMMANDS, encode
 from tests.paimon_tables import Warehouse, rows
 
 TYPED = (pa.ArrowInvalid, KeyError, flight.FlightServerError, flight.FlightCancelledError)
-LEAKS = re.compile(r"Traceback|File \"|\.py\b|site-packages|/work/|/tmp/|/root/")
 FUZZ = settings(max_examples=400, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-KEYS = list(names.PAIMON_KEYS) + ["name", "schema", "capacity", "partitions", "writers", "partition", "message",
-                                  "offsets", "push", "start", "end", "end_marker", "idle_timeout_s",
-                                  "next_snapshot", "kind", "request", "mode", "uid", "group", "bucket"]
-TEXT = st.one_of(st.sampled_from(["orders", "db.orders", "db.missing", "t", "", "0", "latest", "snapshot:2",
-                                  "\ud800", "../x", "a/b", "db..t", "x" * 300, "=", "in", "id"]),
-                 st.text(max_size=12))
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), TEXT,
-                    st.sampled_from([2**63, -2**63 - 1, 10**30, 1e308]))
-JSON = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=5)), max_leaves=15)
-OBJECTS = st.dictionaries(st.sampled_from(KEYS), JSON, max_size=6)
-
-
-COLUMNS = st.sampled_from(["id", "name", "amount", "region", "nope", ""])
-CONDITIONS = st.lists(st.one_of(
-    st.tuples(COLUMNS, st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "in", "is_null", "is_not_null", "~"]),
-              st.one_of(SCALARS, st.lists(SCALARS, max_size=3))).map(list),
-    st.tuples(COLUMNS, st.sampled_from(["is_null", "in"])).map(list), JSON), max_size=3)
-PAIMON_COMMANDS = st.fixed_dictionaries({names.TABLE: st.one_of(st.just("db.orders"), TEXT)}, optional={
-    names.SNAPSHOT: SCALARS, names.FROM_SNAPSHOT: SCALARS, names.TO_SNAPSHOT: SCALARS,
-    names.FOLLOW: st.one_of(st.booleans(), SCALARS), names.START: TEXT, names.CONSUMER_ID: TEXT,
-    names.POLL_INTERVAL_MS: SCALARS, names.COLUMNS: st.one_of(st.lists(COLUMNS, max_size=3), JSON),
-    names.FILTER: st.one_of(CONDITIONS, JSON), names.BUCKETS: st.one_of(st.lists(st.integers(-1, 3), max_size=3), JSON),
-    names.CHANGELOG: st.one_of(st.booleans(), SCALARS), "extra": SCALARS,
-})
 
 
 @pytest.fixture
@@ -83,10 +55,6 @@ def call(fn) -> None:
         assert not LEAKS.search(text), text
     except flight.FlightError as e:  # INTERNAL, UNAVAILABLE, timeouts: what must never happen
         raise AssertionError(f"{type(e).__name__}: {e}") from None
-
-
-def encode(value) -> bytes:
-    return json.dumps(value).encode("utf-8", "surrogatepass")
 
 
 @FUZZ

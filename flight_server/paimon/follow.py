@@ -27,6 +27,7 @@ import pyarrow as pa
 import structlog
 
 from flight_server.paimon import compat
+from flight_server.polling import Slices
 from flight_server.wire.errors import Cancelled, NotFound, Unavailable
 from flight_server.paimon.scope import pick, ticket_buckets
 from flight_server.tickets import PaimonTicket
@@ -34,9 +35,6 @@ from flight_server.wire.requests import PaimonRequest
 from flight_server.wire import messages
 
 log = structlog.get_logger(__name__)
-
-_WAIT_SLICE_S = 0.02  # how often a waiting follow re-checks for a gone client
-
 
 def start_position(scope, req: PaimonRequest, latest_id: int | None) -> tuple[int | None, int]:
     """Pin the follow's start into the ticket: an optional full scan, then the first delta.
@@ -166,6 +164,7 @@ def _check_not_expired(name: str, sm, nxt: int) -> None:
 
 def _wait(seconds: float, is_cancelled: Callable[[], bool], stopping: threading.Event, name: str) -> None:
     deadline = time.monotonic() + seconds
+    slices = Slices()
     while True:
         if is_cancelled():
             raise Cancelled(f"The client of the follow of Paimon table {name!r} went away.")
@@ -175,5 +174,5 @@ def _wait(seconds: float, is_cancelled: Callable[[], bool], stopping: threading.
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        time.sleep(min(_WAIT_SLICE_S, left))
+        time.sleep(min(slices(), left))
 

@@ -12,7 +12,7 @@ Batches get sequence numbers 0, 1, 2, ... in append order. Invariants, under `_c
 - One reader mode: a single-scan drain (which commits as it sends) or replay ranges with
   explicit commits, never both.
 Every wait has a timeout and re-checks its condition and the caller's cancellation probe, so a
-vanished peer is noticed within `POLL_S`.
+vanished peer is noticed within half a second (flight_server/polling.py).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from flight_server.polling import Slices
 from flight_server.push.view import PartitionView
 from flight_server.limits import mib
 from flight_server.wire.errors import Cancelled, InvalidRequest, LimitExceeded, PartitionFailed, WrongState
 
-POLL_S = 0.05
 MAX_NAMED_PRODUCERS = 4096  # per partition: the dedupe state a named producer leaves behind
 
 OPEN, EOF, FAILED = "open", "eof", "failed"
@@ -146,6 +146,7 @@ class PartitionLog:
                 self._fail_locked(message)
                 raise LimitExceeded(f"Refused: {message}. The partition failed.")
             self._waiting += 1
+            slices = Slices()
             try:
                 while not self._has_room_locked(size):
                     if cancelled():
@@ -153,7 +154,7 @@ class PartitionLog:
                             raise Cancelled(f"Producer {producer[0]!r} of {self.label} went away while blocked.")
                         self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
                         raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
-                    self._cond.wait(POLL_S)
+                    self._cond.wait(slices())
                     self._raise_unless_open()
             finally:
                 self._waiting -= 1
@@ -259,6 +260,7 @@ class PartitionLog:
                 self.fail(f"consumer cancelled the read of {self.label}", Cancelled)
 
     def _next_for_drain(self, cancelled: Callable[[], bool]) -> pa.RecordBatch | None:
+        slices = Slices()
         with self._cond:
             while True:
                 if self._batches:
@@ -276,7 +278,7 @@ class PartitionLog:
                     raise self._error_cls(f"{self.label} failed: {self._error}")
                 if cancelled():
                     raise Cancelled(f"consumer cancelled the read of {self.label}")
-                self._cond.wait(POLL_S)
+                self._cond.wait(slices())
 
     def read_range(
         self, start: int, end: int, cancelled: Callable[[], bool] = _never
@@ -305,6 +307,7 @@ class PartitionLog:
             seq += 1
 
     def _get(self, seq: int, end: int | None, cancelled: Callable[[], bool]) -> pa.RecordBatch | None:
+        slices = Slices()
         with self._cond:
             while True:
                 if seq < self._committed:
@@ -334,7 +337,7 @@ class PartitionLog:
                     self._freed_for_room = True  # this reader has caught up: free what it was sent
                     self._free_locked(self._sent)
                     continue
-                self._cond.wait(POLL_S)
+                self._cond.wait(slices())
 
     def view(self, from_earliest: bool) -> PartitionView:
         """A viewer's window: from the oldest batch still held (`from_earliest`) or from the next

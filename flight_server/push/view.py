@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
+from flight_server.polling import Slices
 from flight_server.wire.errors import Cancelled
 
-POLL_S = 0.05
 
 
 class PartitionView:
@@ -44,6 +44,7 @@ class PartitionView:
     def stream(self, cancelled: Callable[[], bool]) -> Iterator[tuple[int, pa.RecordBatch]]:
         """`(seq, batch)` as they are appended, until the partition ends; a failure comes last."""
         while True:
+            slices = Slices()
             with self._cond:
                 while not self._items:
                     if self._ended:
@@ -52,6 +53,6 @@ class PartitionView:
                         return
                     if cancelled():
                         raise Cancelled(f"The viewer of {self.label} went away.")
-                    self._cond.wait(POLL_S)
+                    self._cond.wait(slices())
                 item = self._items.popleft()
             yield item
