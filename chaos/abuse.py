@@ -64,7 +64,8 @@ def _fuzz(ctx: Context, auth: bool, requests: int) -> Run:
             {"name": "reader", "token_sha256": token_sha256(tokens["reader"]), "grants": [{"tables": "db.*", "allow": ["read"]}]},
         ]}))
         extra = ["--auth", str(path)]
-    server = ctx.own_server(*extra)
+    (ctx.dir / "warehouse").mkdir()
+    server = ctx.own_server(*extra, warehouse=str(ctx.dir / "warehouse"))  # db.orders is created afresh
     admin = Client(server.uri, timeout=10, token=tokens["admin"] if auth else None)
     admin.create_table("db.orders", SCHEMA)
     admin.register("orders", SCHEMA, capacity=4, partitions=2)
