@@ -145,6 +145,17 @@ class Context:
                 raise hang(f"timed out after {timeout:.0f} s waiting for {what}")
             time.sleep(0.02)
 
+    def fault(self, proc: subprocess.Popen, how: str, low: float, high: float) -> None:
+        """`sigkill`: SIGKILL `proc` at a random moment in [low, high) s; `sigstop`: SIGSTOP it
+        then, after a random pause, SIGKILL it. Any other `how` is a fault of the process's own."""
+        if how not in ("sigkill", "sigstop"):
+            return
+        self.sleep_random(low, high)
+        if how == "sigstop":
+            self.kill(proc, signal.SIGSTOP)
+            self.sleep_random(0.2, 1.0)
+        self.kill(proc)
+
     def sleep_random(self, low: float, high: float) -> float:
         """The fault's moment: a random pause in [low, high) seconds."""
         pause = self.rnd.uniform(low, high)

@@ -7,7 +7,6 @@ must be in the table."""
 from __future__ import annotations
 
 import collections
-import signal
 import uuid
 
 import pyarrow as pa
@@ -41,17 +40,6 @@ def new_table(client: Client) -> str:
     return table
 
 
-def fault(ctx: Context, proc, how: str) -> None:
-    if how == "sigkill":
-        ctx.sleep_random(0.5, 1.5)
-        ctx.kill(proc)
-    elif how == "sigstop":
-        ctx.sleep_random(0.5, 1.5)
-        ctx.kill(proc, signal.SIGSTOP)
-        ctx.sleep_random(0.2, 1.0)
-        ctx.kill(proc)
-
-
 def _named(ctx: Context, how: str) -> Run:
     uri, name = ctx.server().uri, "p1"
     client = Client(uri, timeout=10)
@@ -65,7 +53,7 @@ def _named(ctx: Context, how: str) -> Run:
             batches = ctx.rnd.randint(1, BATCHES)
             extra = ["--end", how]
         proc = producer(ctx, uri, table, name, *extra, batches=batches)
-        fault(ctx, proc, how)
+        ctx.fault(proc, how, 0.5, 1.5)
         ctx.exited(proc, "the producer")
         again = producer(ctx, uri, table, name)  # the restarted producer finishes the job
         if ctx.exited(again, "the restarted producer", timeout=30) != 0:
@@ -96,7 +84,7 @@ def _unnamed(ctx: Context) -> Run:
     try:
         table = new_table(client)
         proc = producer(ctx, uri, table, None)
-        fault(ctx, proc, "sigkill")
+        ctx.fault(proc, "sigkill", 0.5, 1.5)
         ctx.exited(proc, "the producer")
         lines = proc.stdout.read().split()
         acked = max([int(lines[i + 1]) for i, w in enumerate(lines) if w == "acked"], default=0)

@@ -74,6 +74,14 @@ def producer(ctx: Context, uri: str, table: str, *args: str, batches: int = BATC
                       *args)
 
 
+def reading_consumer(ctx: Context, uri: str, table: str):
+    """A consumer process (10 ms per batch) that has read its first batch."""
+    consumer = ctx.python("-m", "chaos.consumer", uri, table, "--pause", "0.01")
+    if consumer.stdout.readline().strip() != "reading":
+        raise wrong_error("the consumer process did not start reading")
+    return consumer
+
+
 def expected_ids(batches: int) -> list[int]:
     return list(range(batches * ROWS))
 
@@ -91,14 +99,11 @@ def _producer_fault(ctx: Context, fault: str) -> Run:
             batches = ctx.rnd.randint(0, BATCHES)
             extra = ["--end", fault]
         proc = producer(ctx, uri, table, "--rate", "100", *extra, batches=batches)
-        if fault == "sigkill":
-            ctx.sleep_random(0.3, 1.5)  # the process starts in ~0.5 s, then sends for 0.4 s
-            ctx.kill(proc)
-        elif fault == "sigstop":
-            ctx.sleep_random(0.3, 1.5)
-            ctx.kill(proc, signal.SIGSTOP)
-            ctx.sleep_random(0.2, 1.0)
-            ctx.kill(proc)
+        if fault in ("sigkill", "sigstop"):
+            # Once it has attached: a table no producer ever attached to rightly waits for one.
+            if not proc.stdout.readline().startswith("sent"):
+                raise wrong_error(f"the producer did not start: {proc.stderr.read()[-300:]}")
+            ctx.fault(proc, fault, 0.0, 0.5)  # it sends for 0.4 s
         ctx.exited(proc, "the producer")
         drain.finished(ctx)
         causes = {"error": (ERROR,), "plain-close": ("without its end marker",)}.get(fault, BROKE)
@@ -131,9 +136,7 @@ def _blocked_producer(ctx: Context, how: str) -> Run:
             drain.reader.cancel()
             drain.thread.join(HANG_S)
         else:
-            consumer = ctx.python("-m", "chaos.consumer", uri, table, "--pause", "0.01")
-            if consumer.stdout.readline().strip() != "reading":
-                raise wrong_error("the consumer process did not start reading")
+            consumer = reading_consumer(ctx, uri, table)
             ctx.sleep_random(0, 0.5)
             ctx.kill(consumer)
         rc = ctx.exited(proc, "the blocked producer")
@@ -194,9 +197,7 @@ def _stalled(ctx: Context) -> Run:
         table = new_table(client, capacity=4)
         deadline = ctx.rnd.uniform(1.0, 3.0)
         proc = producer(ctx, uri, table, "--deadline", f"{deadline:.3f}", batches=200)
-        consumer = ctx.python("-m", "chaos.consumer", uri, table, "--pause", "0.01")
-        if consumer.stdout.readline().strip() != "reading":
-            raise wrong_error("the consumer process did not start reading")
+        consumer = reading_consumer(ctx, uri, table)
         ctx.kill(consumer, signal.SIGSTOP)
         rc = ctx.exited(proc, "the producer blocked by a stalled consumer", timeout=deadline + HANG_S)
         if rc == 0:

@@ -41,6 +41,15 @@ def finish(ctx: Context, uri: str, *args: str) -> None:
         raise wrong_error(f"the restarted query failed: {again.stderr.read()[-400:]}")
 
 
+def kill_and_finish(ctx: Context, uri: str, feeder, *job_args: str) -> None:
+    """Start the query, SIGKILL its driver mid-batch while `feeder` writes its source, let the
+    feeder finish, then restart the query from its checkpoint until it has caught up."""
+    kill_mid_batch(ctx, job(ctx, uri, *job_args))
+    if ctx.exited(feeder, "the process feeding the source", timeout=60) != 0:
+        raise wrong_error(f"the process feeding the source failed: {feeder.stderr.read()[-300:]}")
+    finish(ctx, uri, *job_args)
+
+
 def count(ids, expected: set) -> tuple[int, int]:
     seen = collections.Counter(ids)
     return sum(1 for i in expected if seen[i] == 0), sum(n - 1 for n in seen.values() if n > 1)
@@ -62,10 +71,7 @@ def _paimon_source(ctx: Context) -> Run:
     client.create_table(table, EVENTS_SCHEMA)
     client.close()
     writer = _durable_rows(ctx, uri, table)
-    kill_mid_batch(ctx, job(ctx, uri, "--read", f"paimon:{table}"))
-    if ctx.exited(writer, "the writer", timeout=60) != 0:
-        raise wrong_error("the durable writer failed")
-    finish(ctx, uri, "--read", f"paimon:{table}")
+    kill_and_finish(ctx, uri, writer, "--read", f"paimon:{table}")
     held, _ = table_batches(ctx.warehouse(), table)
     expected = {s * 1_000_000 + r for (_, s) in held for r in range(ROWS)}
     lost, dup = count(json.load(open(ctx.dir / "ids.json")), expected)
@@ -82,10 +88,7 @@ def _push_source(ctx: Context) -> Run:
     client.close()
     producer = ctx.python("-m", "chaos.producer", uri, f"push:{table}", "--batches", str(BATCHES * 4), "--rows",
                           "250", "--rate", "30")
-    kill_mid_batch(ctx, job(ctx, uri, "--read", f"push:{table}"))
-    if ctx.exited(producer, "the push producer", timeout=60) != 0:
-        raise wrong_error(f"the push producer failed: {producer.stderr.read()[-300:]}")
-    finish(ctx, uri, "--read", f"push:{table}")
+    kill_and_finish(ctx, uri, producer, "--read", f"push:{table}")
     lost, dup = count(json.load(open(ctx.dir / "ids.json")), set(range(BATCHES * 4 * 250)))
     return Run(detail=f"{BATCHES * 1000} rows", lost=lost, duplicated=dup)
 
@@ -100,10 +103,7 @@ def _push_sink(ctx: Context) -> Run:
     client.register(sink, EVENTS_SCHEMA, capacity=1024)
     drain = Drain(client, sink)
     writer = _durable_rows(ctx, uri, source)
-    kill_mid_batch(ctx, job(ctx, uri, "--read", f"paimon:{source}", "--write-push", sink))
-    if ctx.exited(writer, "the writer", timeout=60) != 0:
-        raise wrong_error("the durable writer failed")
-    finish(ctx, uri, "--read", f"paimon:{source}", "--write-push", sink)
+    kill_and_finish(ctx, uri, writer, "--read", f"paimon:{source}", "--write-push", sink)
     expected = {s * 1_000_000 + r for s in range(BATCHES) for r in range(ROWS)}
     ctx.wait_for(lambda: expected <= set(drain.ids), "the push table's reader to get every row", timeout=30)
     time.sleep(1)  # a duplicate would arrive right behind

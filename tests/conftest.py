@@ -67,6 +67,23 @@ def server_process(warehouse):
     proc.stop()
 
 
+@pytest.fixture
+def paimon(warehouse):
+    """pypaimon over the test's warehouse: the tables the server serves, written directly."""
+    from tests.paimon_tables import Warehouse
+
+    return Warehouse(warehouse)
+
+
+@pytest.fixture
+def fp(spark):
+    """The session with the flight-paimon data source registered."""
+    from spark_reader import register
+
+    register(spark)
+    return spark
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for the whole run (it takes ~10 s to start)."""

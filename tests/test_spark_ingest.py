@@ -13,14 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from producers.examples.events import SCHEMA, batch
-from spark_reader import register
 from tests.conftest import wait_for
-
-
-@pytest.fixture
-def fp(spark):
-    register(spark)
-    return spark
 
 
 def table_rows(client, table: str) -> pa.Table:

@@ -10,19 +10,7 @@ import pyarrow as pa
 import pytest
 from structlog.testing import capture_logs
 
-from spark_reader import register
-from tests.paimon_tables import SCHEMA, Warehouse, rows, sort_rows
-
-
-@pytest.fixture
-def fp(spark):
-    register(spark)
-    return spark
-
-
-@pytest.fixture
-def paimon(warehouse):
-    return Warehouse(warehouse)
+from tests.paimon_tables import SCHEMA, rows, sort_rows
 
 
 def read(spark, uri: str, table: str, options: dict | None = None):

@@ -21,19 +21,6 @@ from tests.paimon_tables import Warehouse, rows
 from tests.test_spark_paimon import read, run_available_now, start_stream, wait_for
 
 
-@pytest.fixture
-def fp(spark):
-    from spark_reader import register
-
-    register(spark)
-    return spark
-
-
-@pytest.fixture
-def paimon(warehouse):
-    return Warehouse(warehouse)
-
-
 def ids(batches: list[list[int]]) -> list[int]:
     return sorted(i for b in batches for i in b)
 

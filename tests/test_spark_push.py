@@ -10,15 +10,8 @@ import pyarrow as pa
 import pytest
 
 from producers import Client
-from spark_reader import register
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
-
-
-@pytest.fixture
-def fp(spark):
-    register(spark)
-    return spark
 
 
 def batch(start: int, n: int) -> pa.RecordBatch:

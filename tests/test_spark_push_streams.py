@@ -4,12 +4,10 @@ limits, data-loss policy; retry-safe batch reads; writeStream that survives repl
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import threading
 from collections import Counter
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -17,7 +15,7 @@ import pytest
 from producers import Client
 from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Warehouse, rows
-from tests.test_spark_push import SCHEMA, batch, fp, produce  # noqa: F401 - fp is a fixture
+from tests.test_spark_push import SCHEMA, produce
 
 pytestmark = pytest.mark.timeout(300)
 
