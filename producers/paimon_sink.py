@@ -29,7 +29,10 @@ from producers.sink import Slotted, SinkError
 log = structlog.get_logger(__name__)
 
 _CLOSE = object()
-_RETRYABLE = (flight.FlightUnavailableError,)
+# A named producer resends after either: UNAVAILABLE (the server is going away or unreachable) or
+# CANCELLED, which this sink never causes itself (a server shutting down cancels the calls it
+# still holds). Resending is exactly-once (`producer_state`), and bounded by reconnect_timeout.
+_RETRYABLE = (flight.FlightUnavailableError, flight.FlightCancelledError)
 
 
 class _Lost(Exception):

@@ -25,8 +25,8 @@ def wait_for(condition, what: str, timeout: float = 10):
 class RunningServer:
     """An in-process server on a free loopback port; always shut down by the fixture."""
 
-    def __init__(self, warehouse: str | None = None, **options):
-        self.server = FlightPaimonServer("grpc://127.0.0.1:0", warehouse=warehouse, **options)
+    def __init__(self, warehouse: str | None = None, server_class=FlightPaimonServer, **options):
+        self.server = server_class("grpc://127.0.0.1:0", warehouse=warehouse, **options)
         self.uri = self.server.uri
         self.thread = threading.Thread(target=self.server.serve, name="test-server", daemon=True)
         self.thread.start()

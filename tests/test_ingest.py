@@ -137,6 +137,63 @@ def test_the_producer_map_survives_a_server_restart(warehouse):
         second.stop()
 
 
+class CancellingServer:
+    """A real server whose next `cancel` do_put streams end CANCELLED after `after` batches, as a
+    gRPC server that is shutting down cancels the calls it still holds."""
+
+    def __new__(cls, *args, cancel: list, after: int, **kwargs):
+        from flight_server.server import FlightPaimonServer
+
+        class Server(FlightPaimonServer):
+            def do_put(self, context, descriptor, reader, writer):
+                if not cancel:
+                    return super().do_put(context, descriptor, reader, writer)
+                cancel.pop()
+                return super().do_put(context, descriptor, _CancelledAfter(reader, after), writer)
+
+        return Server(*args, **kwargs)
+
+
+class _CancelledAfter:
+    def __init__(self, reader, after: int):
+        self._reader, self._left, self.schema = reader, after, reader.schema
+
+    def read_chunk(self):
+        if self._left == 0:
+            raise flight.FlightCancelledError("Cancelled on the server side (the server is shutting down)")
+        self._left -= 1
+        return self._reader.read_chunk()
+
+
+@pytest.mark.parametrize("producer", ["p1", None])
+def test_a_stream_the_server_cancels_is_resent_by_a_named_producer_and_an_error_for_an_unnamed_one(warehouse, producer):
+    from producers import Client
+    from tests.conftest import RunningServer
+
+    cancel = ["once"]
+    running = RunningServer(warehouse, server_class=lambda *a, **k: CancellingServer(*a, cancel=cancel, after=3, **k))
+    try:
+        client = Client(running.uri, timeout=10)
+        client.create_table("db.t", SCHEMA)
+        sink = client.paimon_sink("db.t", producer=producer, reconnect_timeout=10)
+        if producer is None:
+            with pytest.raises(SinkError, match="connection to the server broke.*unnamed producer"):
+                for b in range(10):
+                    sink.write(rows(b))
+                sink.close()
+            assert not cancel, "the server did not cancel the stream"
+            return
+        for b in range(10):
+            sink.write(rows(b))
+        sink.close()
+        assert not cancel and sink.reconnects >= 1
+        ids = read(client, "db.t").column("id").to_pylist()
+        assert sorted(ids) == [b * 1000 + i for b in range(10) for i in range(50)]
+        assert client.producer_state("db.t", "p1") == 9
+    finally:
+        running.stop()
+
+
 def test_named_producer_batches_must_carry_increasing_seqs(client):
     client.create_table("db.t", SCHEMA)
     desc = flight.FlightDescriptor.for_command(json.dumps(names.write_command("db.t", "p1")))

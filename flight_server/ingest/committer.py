@@ -129,6 +129,7 @@ class TableCommitter:
         with self._cond:
             while stream.outstanding and stream.error is None:
                 self._cond.wait(0.1)
+                self._check(stream)  # a closing server's UNAVAILABLE wins over the call's cancellation
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled before its acks.")
             self._check(stream)
