@@ -82,6 +82,16 @@ def reading_consumer(ctx: Context, uri: str, table: str):
     return consumer
 
 
+def consumer_result(consumer) -> dict:
+    """The JSON line a consumer process prints last (after it exited)."""
+    lines = consumer.stdout.read().strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise wrong_error(f"the consumer ended without its result ({lines[-1:]!r}): "
+                          f"{consumer.stderr.read()[-300:]}") from None
+
+
 def expected_ids(batches: int) -> list[int]:
     return list(range(batches * ROWS))
 
@@ -204,7 +214,7 @@ def _stalled(ctx: Context) -> Run:
             raise wrong_error("the producer finished although its consumer was stopped")
         ctx.kill(consumer, signal.SIGCONT)
         ctx.exited(consumer, "the resumed consumer")
-        result = json.loads(consumer.stdout.read().strip().splitlines()[-1])
+        result = consumer_result(consumer)
         ids = list(range(result["rows"])) if result["in_order"] else [-1]
         return judge(ids, result.get("error"), expected_ids(200), BROKE)
     finally:

@@ -20,6 +20,7 @@ from chaos.harness import HANG_S, Context, Run, scenario, truncation, wrong_erro
 from chaos.ingest_faults import ROWS as DURABLE_ROWS
 from chaos.ingest_faults import table_batches
 from chaos.push_faults import ROWS as PUSH_ROWS
+from chaos.push_faults import consumer_result
 from producers import Client
 from producers.examples.counter import SCHEMA as PUSH_SCHEMA
 from producers.examples.events import SCHEMA as EVENTS_SCHEMA
@@ -35,12 +36,24 @@ class Tail:
         self.proc = ctx.python("-m", "flight_server.cli", "tail", table, "--uri", uri, "--consumer-id", consumer,
                                "--from", "earliest", "--poll-interval-ms", "50", "--format", "jsonl")
         self.printed = printed
+        self.bad: list[str] = []  # printed lines that are not a row's JSON
         self.thread = threading.Thread(target=self._collect, daemon=True)
         self.thread.start()
 
     def _collect(self) -> None:
         for line in self.proc.stdout:
-            self.printed[json.loads(line)["id"]] += 1
+            if not line.endswith("\n"):
+                return  # the last line of a tail SIGKILLed mid-print (at the end of the run)
+            try:
+                self.printed[json.loads(line)["id"]] += 1
+            except (ValueError, KeyError):
+                self.bad.append(line[:200])
+
+
+def _check_printed(tails: list[Tail]) -> None:
+    bad = [line for tail in tails for line in tail.bad]
+    if bad:
+        raise wrong_error(f"a follow printed {len(bad)} line(s) that are not a row: {bad[0]!r}")
 
 
 def _server_dies(ctx: Context, sig: int) -> Run:
@@ -75,13 +88,14 @@ def _server_dies(ctx: Context, sig: int) -> Run:
     # Push consumers: an error, never a clean end with rows missing.
     for producer, consumer in pushes:
         ctx.exited(consumer, "a push consumer")
-        result = json.loads(consumer.stdout.read().strip().splitlines()[-1])
+        result = consumer_result(consumer)
         if result["outcome"] == "complete" and (result["rows"] != PUSH_BATCHES * PUSH_ROWS or not result["in_order"]):
             raise truncation(f"a push consumer ended cleanly with {result['rows']} of {PUSH_BATCHES * PUSH_ROWS} rows")
         ctx.exited(producer, "a push producer")
     for tail in tails:
         ctx.exited(tail.proc, "a follow (tail) of the killed server")
         tail.thread.join(HANG_S)
+    _check_printed(tails)
     ctx.own_server("--shutdown-timeout", "2", port=port)
     tails = [Tail(ctx, uri, table, f"c{i}", printed[i]) for i in range(FOLLOWS)]
     for i, proc in enumerate(named):
@@ -96,6 +110,7 @@ def _server_dies(ctx: Context, sig: int) -> Run:
     expected = collections.Counter({i: NAMED for i in every})
     ctx.wait_for(lambda: all(len(p) == len(every) and all(p[i] >= NAMED for i in every) for p in printed),
                  "the follows to print every row", timeout=60)
+    _check_printed(tails)
     missed = sum(1 for p in printed for i in every if p[i] < expected[i])
     redelivered = sum(n - NAMED for p in printed for n in p.values() if n > NAMED)
     return Run(detail=f"{len(held)} batches held; follows redelivered {redelivered} rows",

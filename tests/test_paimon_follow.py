@@ -236,3 +236,25 @@ def test_consumer_actions_refuse_bad_input_and_record_nothing(wh, client):
     assert client.action("consumer_progress", {"table": t, "consumer_id": "c"}) == {"next_snapshot": None}
     with pytest.raises(KeyError, match="'db.nope' does not exist"):
         client.action("consumer_progress", {"table": "db.nope", "consumer_id": "c"})
+
+
+def test_consumer_progress_is_written_whole_and_a_torn_file_is_a_clear_error(wh, client, warehouse):
+    import pathlib
+
+    t = wh.create("events", buckets=-1)
+    for i in range(3):
+        wh.commit(t, rows(i * 10, 10))
+    for n in (2, 3, 4):
+        client.action("consumer_commit", {"table": t, "consumer_id": "c1", "next_snapshot": n})
+    folder = pathlib.Path(warehouse) / "db.db" / "events" / "consumer"
+    assert sorted(p.name for p in folder.iterdir()) == ["consumer-c1"]  # renamed over: no file beside it
+    assert (folder / "consumer-c1").read_text() == '{"nextSnapshot": 4}'
+    # What an in-place overwrite left when the server died between truncating and writing.
+    (folder / "consumer-c1").write_text("")
+    with pytest.raises(Exception, match="progress file of consumer 'c1' .*cannot be read.*delete it") as e:
+        client.action("consumer_progress", {"table": t, "consumer_id": "c1"})
+    assert "Traceback" not in str(e.value)
+    with pytest.raises(flight.FlightError, match="progress file of consumer 'c1'"):
+        info(client, command({"table": t, "follow": True, "consumer_id": "c1", **POLL}))
+    (folder / "consumer-c1").unlink()
+    assert client.action("consumer_progress", {"table": t, "consumer_id": "c1"}) == {"next_snapshot": None}

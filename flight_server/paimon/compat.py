@@ -7,12 +7,18 @@ cannot stop; the follow-up planner of `AsyncStreamingTableScan` is what we borro
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import pyarrow as pa
 from pypaimon import CatalogFactory
 from pypaimon.catalog.catalog_exception import (
     DatabaseNotExistException, TableAlreadyExistException, TableNotExistException,
 )
 from pypaimon.consumer.consumer import Consumer
+from pypaimon.filesystem.local_file_io import LocalFileIO
+
+from flight_server.wire.errors import WrongState
 
 NOT_FOUND_ERRORS = (TableNotExistException, DatabaseNotExistException)
 ALREADY_EXISTS = TableAlreadyExistException
@@ -142,12 +148,32 @@ def tag_names(table) -> list[str]:
 
 def read_consumer(table, consumer_id: str) -> int | None:
     """The consumer's next snapshot, or None if it has no progress yet."""
-    consumer = table.consumer_manager().consumer(consumer_id)
+    manager = table.consumer_manager()
+    try:
+        consumer = manager.consumer(consumer_id)  # pypaimon retries a torn read for 2 s
+    except RuntimeError as e:
+        raise WrongState(
+            f"The progress file of consumer {consumer_id!r} ({manager._consumer_path(consumer_id)}) cannot be "
+            f"read ({e}); delete it to start that consumer over from its start position, or use another "
+            "consumer id.") from None
     return None if consumer is None else consumer.next_snapshot
 
 
 def write_consumer(table, consumer_id: str, next_snapshot: int) -> None:
-    table.consumer_manager().reset_consumer(consumer_id, Consumer(next_snapshot=next_snapshot))
+    """Record the consumer's progress whole or not at all. pypaimon overwrites the file in place
+    (truncate, then write), so a server killed in between left an empty file that every later
+    read of the consumer failed on; on a local warehouse the file is written beside and renamed
+    over (an object store's PUT is already atomic)."""
+    manager = table.consumer_manager()
+    consumer = Consumer(next_snapshot=next_snapshot)
+    if not isinstance(manager._file_io, LocalFileIO):
+        manager.reset_consumer(consumer_id, consumer)
+        return
+    path = manager._file_io._to_file(manager._consumer_path(consumer_id))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # not `consumer-*`: never listed as one
+    temp.write_text(consumer.to_json())
+    os.replace(temp, path)
 
 
 def native_write_table(table):
