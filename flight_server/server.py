@@ -266,18 +266,16 @@ class FlightPaimonServer(flight.FlightServerBase):
                 call.count_as("push", decoded.name, "viewed" if decoded.view else "out")
             source = self.paimon if isinstance(decoded, PaimonTicket) else self.pushed
             schema, items = source.open(decoded, context.is_cancelled)
-        if isinstance(decoded, PaimonTicket) and decoded.mode == "snapshot":
-            # No per-batch app_metadata: C++ pulls the batches, faster than a GeneratorStream.
-            return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, self._stream(items, call)))
-        return flight.GeneratorStream(schema, self._stream(items, call))
+        if _plain(decoded):
+            return flight.GeneratorStream(schema, self._stream(_pulled(schema, items, call), call))
+        return flight.GeneratorStream(schema, self._stream(_with_metadata(items, call), call))
 
     @staticmethod
-    def _stream(items: Items, call: _Call):
-        """Yield `(batch, app_metadata)` items to Flight; the call's log line is written at the end."""
+    def _stream(stream, call: _Call):
+        """Hand `stream` to Flight; its error is mapped once, and the call's log line is written
+        when it ends (a client that goes away closes it: GeneratorExit)."""
         try:
-            for batch, metadata in items:
-                call.add(batch)
-                yield (batch, metadata) if metadata is not None else batch
+            yield from stream
         except GeneratorExit:
             call.done(Cancelled("the client went away"))
             raise
@@ -285,7 +283,7 @@ class FlightPaimonServer(flight.FlightServerBase):
             call.done(e)
             raise to_flight(e) from None
         finally:
-            items.close()
+            stream.close()
         call.done()
 
     # -- actions -------------------------------------------------------------------------
@@ -305,6 +303,47 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.paimon.stopping.set()
         self.ingest.close(reason)
 
+
+
+def _plain(ticket: Ticket) -> bool:
+    """Reads whose batches carry no app_metadata: a Paimon snapshot, a push drain or replay range."""
+    if isinstance(ticket, PaimonTicket):
+        return ticket.mode == "snapshot"
+    return ticket.view is None
+
+
+def _with_metadata(items: Items, call: _Call):
+    """`(batch, app_metadata)` items for a GeneratorStream, one Python call per batch."""
+    try:
+        for batch, metadata in items:
+            call.add(batch)
+            yield (batch, metadata) if metadata is not None else batch
+    finally:
+        items.close()
+
+
+def _pulled(schema: pa.Schema, items: Items, call: _Call):
+    """Batches without app_metadata as one RecordBatchReader that Flight's C++ pulls (a
+    RecordBatchStream: the server spends less CPU per batch than yielding each to the
+    GeneratorStream). An error ends that reader quietly and is raised here, after it, where
+    pyarrow keeps the error's status code and extra_info: raised inside the reader, every error
+    would reach the client as UNKNOWN with the server's traceback in its text."""
+    failed: list[BaseException] = []
+
+    def batches():
+        try:
+            for batch, _ in items:
+                call.add(batch)
+                yield batch
+        except Exception as e:  # noqa: BLE001 - handed to the generator below, which raises it
+            failed.append(e)
+
+    try:
+        yield pa.RecordBatchReader.from_batches(schema, batches())
+    finally:
+        items.close()
+    if failed:
+        raise failed[0]
 
 
 def _chunks(reader):

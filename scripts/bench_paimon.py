@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 
+import psutil
 import pyarrow as pa
 import pyarrow.flight as flight
 
@@ -34,6 +35,7 @@ from pypaimon import CatalogFactory, Schema  # noqa: E402
 from flight_server.wire import messages  # noqa: E402
 from producers.paimon import commit_arrow  # noqa: E402
 
+CORES = os.cpu_count() or 1
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),
                     ("region", pa.string()), ("ts", pa.int64())])
 
@@ -55,12 +57,13 @@ def write_table(catalog, name, rows, primary_keys=None, chunk=500_000, versions=
         commit_arrow(t, make_rows(start, min(chunk, rows - start)))
 
 
-def pypaimon_read(catalog, name, options=None) -> tuple[float, int]:
+def pypaimon_read(catalog, name, options=None) -> tuple[float, int, float]:
+    """(wall s, rows, CPU s of this process: every thread pypaimon and Arrow use)."""
     t = catalog.get_table(name).copy({"read.batch-size": "65536", **(options or {})})
     rb = t.new_read_builder()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     n = sum(b.num_rows for b in rb.new_read().to_arrow_batch_reader(rb.new_scan().plan().splits()))
-    return time.perf_counter() - start, n
+    return time.perf_counter() - start, n, time.process_time() - cpu
 
 
 def _consumer(uri, ticket, ready, go, out):
@@ -68,14 +71,16 @@ def _consumer(uri, ticket, ready, go, out):
     client.list_actions(options=flight.FlightCallOptions(timeout=30))  # connected before the clock starts
     ready.put(1)
     go.wait()
-    n = 0
+    n, cpu = 0, time.process_time()
     for chunk in client.do_get(flight.Ticket(ticket), options=flight.FlightCallOptions(timeout=300)):
         n += chunk.data.num_rows
-    out.put(n)
+    out.put((n, time.process_time() - cpu))
 
 
-def flight_parallel(uri, table) -> tuple[float, int, int]:
-    """Wall time from go to the last consumer done; consumers are started (and connected) before go."""
+def flight_parallel(uri, table, server_pid: int | None = None) -> tuple[float, int, int, float]:
+    """(wall s from go to the last consumer done, rows, endpoints, CPU s of the server and the
+    consumers during the read); consumers are started (and connected) before go. `server_pid`:
+    the server's process (None: a server in this process)."""
     client = flight.FlightClient(uri)
     fi = client.get_flight_info(flight.FlightDescriptor.for_path("paimon", table),
                                 options=flight.FlightCallOptions(timeout=60))
@@ -86,13 +91,22 @@ def flight_parallel(uri, table) -> tuple[float, int, int]:
         p.start()
     for _ in procs:
         ready.get(timeout=120)
+    server_cpu = _cpu(server_pid)
     start = time.perf_counter()
     go.set()
-    n = sum(out.get(timeout=300) for _ in procs)
+    done = [out.get(timeout=300) for _ in procs]
     elapsed = time.perf_counter() - start
+    cpu = _cpu(server_pid) - server_cpu + sum(c for _, c in done)
     for p in procs:
         p.join(30)
-    return elapsed, n, len(fi.endpoints)
+    return elapsed, sum(n for n, _ in done), len(fi.endpoints), cpu
+
+
+def _cpu(pid: int | None) -> float:
+    if pid is None:
+        return time.process_time()
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
 
 
 class MemoryServer(flight.FlightServerBase):
@@ -226,15 +240,19 @@ def main() -> int:
             flight_parallel(uri, table)
             got = alternating(args.runs, {"pypaimon": lambda: pypaimon_read(catalog, table),
                                           "native": lambda: pypaimon_read(catalog, table, native),
-                                          "flight": lambda: flight_parallel(uri, table),
+                                          "flight": lambda: flight_parallel(uri, table, server.pid),
                                           "memory": lambda: flight_parallel(memory_uri, table)})
             assert all(r[1] == args.rows for rounds in got.values() for r in rounds)
             b, nb, f, m = (statistics.median(r[0] for r in got[k]) for k in ("pypaimon", "native", "flight", "memory"))
+            cpu = {k: statistics.median(r[-1] for r in got[k]) for k in got}
             results[key] = dict(rows=args.rows, endpoints=got["flight"][0][2], runs=args.runs, pypaimon_s=b,
                                 native_s=nb, flight_s=f, ratio=b / f, ratio_native=nb / f,
                                 # Flight alone: the same rows served from memory by a server with no logic
                                 memory_flight_s=m,
-                                pypaimon_rows_s=args.rows / b, flight_rows_s=args.rows / f)
+                                pypaimon_rows_s=args.rows / b, flight_rows_s=args.rows / f,
+                                # CPU s of each read (the Flight reads: server + 4 consumers); on
+                                # CORES cores no read takes less wall time than its CPU / CORES
+                                cpu_s=cpu, ceiling_ratio=b / (cpu["flight"] / CORES))
             if key == "history":
                 results[key]["commits"] = args.history_commits
             print(key, json.dumps(results[key]), flush=True)
@@ -242,13 +260,13 @@ def main() -> int:
                                for n in map(int, args.planning_commits.split(","))]
         print("planning", json.dumps(results["planning"]), flush=True)
         pk = [pypaimon_read(catalog, "bench.pk") for _ in range(args.runs)]
-        pkf = [flight_parallel(uri, "bench.pk") for _ in range(args.runs)]
-        pb, pf = statistics.median(t for t, _ in pk), statistics.median(t for t, _, _ in pkf)
+        pkf = [flight_parallel(uri, "bench.pk", server.pid) for _ in range(args.runs)]
+        pb, pf = statistics.median(r[0] for r in pk), statistics.median(r[0] for r in pkf)
         results["pk"] = dict(rows=args.pk_rows, pypaimon_rows_s=args.pk_rows / pb, flight_rows_s=args.pk_rows / pf)
         if args.native:
             try:
                 nat = [pypaimon_read(catalog, "bench.pk", {"read.native.enabled": "true"}) for _ in range(args.runs)]
-                results["pk"]["native_rows_s"] = args.pk_rows / statistics.median(t for t, _ in nat)
+                results["pk"]["native_rows_s"] = args.pk_rows / statistics.median(r[0] for r in nat)
                 results["pk"]["native_rows"] = nat[0][1]
             except Exception as e:  # a missing or incompatible pypaimon-rust: say so, do not fail the run
                 results["pk"]["native_error"] = f"{type(e).__name__}: {str(e)[:200]}"

@@ -209,7 +209,7 @@ def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
     mib = batches * big_batch().nbytes / 2**20
     gib = mib / 1024
     base, e2e, e2e_plain, bridge = [], [], [], []
-    cpu = {k: [] for k in ("raw_producer", "discard_server", "sink_producer", "server", "consumer",
+    cpu = {k: [] for k in ("raw_producer", "discard_server", "bridge_server", "sink_producer", "server", "consumer",
                            "plain_consumer")}
     discard, discard_uri = start_server(__file__, "discard-server")
     os.environ["MALLOC_ARENA_MAX"] = "1"  # the bridge runs with one malloc arena, as flight_cli serve does
@@ -226,9 +226,11 @@ def bench_throughput(runs: int, batches: int, warehouse: str) -> dict:
             cpu["discard_server"].append((server_cpu(discard) - before) / gib)
             cpu["raw_producer"].append(r["cpu_s"] / gib)
             base.append(mib / (r["end"] - r["start"]))
+            before = server_cpu(bridge_server)
             consumer = spawn("raw-consumer", bridge_uri)
             p = result(spawn("raw-producer", bridge_uri, str(batches)))
             c = result(consumer)
+            cpu["bridge_server"].append((server_cpu(bridge_server) - before) / gib)
             assert c["batches"] == batches, c
             bridge.append(mib / (c["end"] - p["start"]))
             # Our reader set-up (flight_cli tail, the Spark reader), then a consumer on glibc's defaults.

@@ -46,7 +46,9 @@ def rows(push, paimon, spark, security=None) -> list[tuple[str, str, str, float 
         if "ratio" in a:
             out.append(("paimon", "4-bucket parallel Flight read / pypaimon one process",
                         f"ratio {a['ratio']:.2f}" + (f" (/ pypaimon native {a['ratio_native']:.2f})"
-                                                    if "ratio_native" in a else ""), a["ratio"], 0.9, False))
+                                                    if "ratio_native" in a else "")
+                        + (f"; the Flight read's CPU / 2 cores allows at most {a['ceiling_ratio']:.2f}"
+                           if "ceiling_ratio" in a else ""), a["ratio"], 0.9, False))
         h = paimon.get("history", {})
         if "ratio" in h:
             out.append(("paimon", f"same, table of {h.get('commits', '?')} commits",
