@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import signal
 import subprocess
 import sys
@@ -151,6 +153,26 @@ def test_in_band_failure_reaches_reader_after_earlier_batches(client):
     writer.close()
     got = drain_until_error(client, "t", flight.FlightServerError, "sensor 12 returned garbage")
     assert all_ids(got) == list(range(30))
+
+
+def test_a_failure_mid_drain_keeps_its_code_and_carries_no_server_traceback(client):
+    # Drains are served as C++-pulled RecordBatchStreams: an error raised inside one would reach
+    # the client as UNKNOWN with the server's traceback and no extra_info.
+    client.register("t", SCHEMA, capacity=8)
+    writer, _ = client.flight.do_put(flight.FlightDescriptor.for_path("push", "t", "0"), SCHEMA,
+                                     options=client.options(10))
+    for i in range(3):
+        writer.write_batch(make_batch(i * 10, 10))
+    writer.write_metadata(b'{"error": "disk 3 full"}')
+    writer.done_writing()
+    writer.close()
+    got = []
+    with pytest.raises(flight.FlightServerError, match="disk 3 full") as e:
+        for chunk in client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(10)):
+            got.append(chunk.data)
+    assert all_ids(got) == list(range(30))
+    assert "Traceback" not in str(e.value) and "Python exception" not in str(e.value)
+    assert json.loads(e.value.extra_info)["code"] == "failed"
 
 
 def test_exception_inside_with_sink_fails_the_reader(client):
