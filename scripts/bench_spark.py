@@ -12,9 +12,11 @@ Connect; push-to-foreachBatch latency.
 2. The same aggregation over flight-paimon through Spark Connect (a Connect server on the same
    SparkContext, scripts/local_connect.py) against classic Spark, rounds alternating: the
    ratio is the median of connect / classic.
-3. Latency from a producer's TableSink.write of a one-row batch to the row seen inside
-   foreachBatch of a readStream over the push table, trigger processingTime 0 and 200 ms:
-   p50/p99. Producer and foreachBatch run in this process, so one clock times both ends.
+3. Latency from a producer's TableSink.write of a one-row batch (one every 50 ms) to the row
+   collected inside foreachBatch of a readStream over the push table, trigger processingTime 0
+   and 200 ms: p50/p99. Producer and foreachBatch run in this process, so one clock times both
+   ends. Beside it, rounds alternating, the same query over a Python streaming source with no
+   logic at all (scripts/clock_source.py): what Spark's micro-batches cost alone.
 The server runs as a separate `flight_cli serve` process, as it does in production.
 """
 
@@ -135,35 +137,86 @@ def bench_connect(spark, connect, uri: str, table: str, runs: int) -> dict:
 
 
 def bench_latency(spark, uri: str, seconds: float, checkpoint: str, trigger_ms: int) -> dict:
+    """A producer writes a one-row batch every 50 ms into a push table read by a readStream."""
     schema = pa.schema([("n", pa.int64()), ("sent", pa.float64())])
     client = Client(uri, timeout=30)
-    name = f"latency{trigger_ms}"
+    name = f"latency_{os.path.basename(checkpoint).replace('-', '_')}"
     client.register(name, schema, capacity=64)
-    latencies: list[float] = []
-
-    def sink(df, batch_id):
-        now = time.time()
-        latencies.extend(now - r.sent for r in df.select("sent").collect())
-
-    query = (spark.readStream.format("flight-paimon").option("uri", uri).option("push", name).load()
-             .writeStream.foreachBatch(sink).trigger(processingTime=f"{trigger_ms} milliseconds")
-             .option("checkpointLocation", checkpoint).start())
-    time.sleep(5)  # let the first (empty) micro-batches warm the planner and workers
-    sent = 0
+    df = spark.readStream.format("flight-paimon").option("uri", uri).option("push", name).load()
     with client.sink(name) as producer:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            producer.write(pa.record_batch([pa.array([sent]), pa.array([time.time()])], schema=schema))
-            sent += 1
-            time.sleep(0.05)
-    deadline = time.monotonic() + 30
-    while len(latencies) < sent and time.monotonic() < deadline:
-        time.sleep(0.1)
-    query.stop()
+        sent = 0
+
+        def send_for(secs: float) -> list[int]:
+            nonlocal sent
+            first, end = sent, time.monotonic() + secs
+            while time.monotonic() < end:
+                producer.write(pa.record_batch([pa.array([sent]), pa.array([time.time()])], schema=schema))
+                sent += 1
+                time.sleep(0.05)
+            return list(range(first, sent))
+
+        result = _latency(df, f"{checkpoint}-push", trigger_ms, seconds, send_for)
     client.close()
-    ms = sorted(x * 1000 for x in latencies)
-    return {"trigger_ms": trigger_ms, "rows_sent": sent, "rows_seen": len(ms), "p50_ms": round(ms[len(ms) // 2], 1),
-            "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1), "max_ms": round(ms[-1], 1)}
+    return result
+
+
+def bench_latency_baseline(spark, seconds: float, checkpoint: str, trigger_ms: int) -> dict:
+    """The same foreachBatch and trigger over a Python streaming source with no logic at all
+    (scripts/clock_source.py: one row every 50 ms, timed by the clock): Spark's own floor."""
+    from scripts.clock_source import RATE, ClockSource
+
+    spark.dataSource.register(ClockSource)
+    df = spark.readStream.format("bench-clock").load()
+
+    def rows_for(secs: float) -> list[int]:
+        first = int(time.time() * RATE)
+        time.sleep(secs)
+        return list(range(first, int(time.time() * RATE)))
+
+    return _latency(df, f"{checkpoint}-clock", trigger_ms, seconds, rows_for)
+
+
+def _latency(df, checkpoint: str, trigger_ms: int, seconds: float, rows_for) -> dict:
+    """Run `df` (n, sent) through foreachBatch; `rows_for(secs)` makes rows for that long and
+    returns their n. A row is seen once its micro-batch has collected it. The first micro-batches
+    with data start Python workers and load the reader (seconds): 5 s of rows warm up first and
+    are not counted."""
+    seen: dict[int, float] = {}
+
+    def sink(batch, batch_id):
+        rows = batch.select("n", "sent").collect()
+        now = time.time()
+        seen.update((r.n, now - r.sent) for r in rows)
+
+    def wait_seen(ns: list[int]) -> None:
+        deadline = time.monotonic() + 60
+        while any(n not in seen for n in ns) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    query = (df.writeStream.foreachBatch(sink).trigger(processingTime=f"{trigger_ms} milliseconds")
+             .option("checkpointLocation", checkpoint).start())
+    try:
+        wait_seen(rows_for(5))
+        measured = rows_for(seconds)
+        wait_seen(measured)
+    finally:
+        query.stop()
+    ms = sorted(seen[n] * 1000 for n in measured if n in seen)
+    return {"trigger_ms": trigger_ms, "rows_sent": len(measured), "rows_seen": len(ms),
+            "p50_ms": round(ms[len(ms) // 2], 1), "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
+            "max_ms": round(ms[-1], 1)}
+
+
+def _by_trigger(rows: list[dict]) -> list[dict]:
+    """One row per trigger: the median p50 and p99 of its rounds, the rows of them all."""
+    out = []
+    for trigger in sorted({r["trigger_ms"] for r in rows}):
+        mine = [r for r in rows if r["trigger_ms"] == trigger]
+        out.append({"trigger_ms": trigger, "rounds": len(mine), "rows_sent": sum(r["rows_sent"] for r in mine),
+                    "rows_seen": sum(r["rows_seen"] for r in mine),
+                    "p50_ms": statistics.median(r["p50_ms"] for r in mine),
+                    "p99_ms": statistics.median(r["p99_ms"] for r in mine), "max_ms": max(r["max_ms"] for r in mine)})
+    return out
 
 
 def main() -> None:
@@ -171,6 +224,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--latency-s", type=float, default=20.0)
+    parser.add_argument("--latency-rounds", type=int, default=2, help="rounds per trigger, alternating sources")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
 
@@ -195,9 +249,16 @@ def main() -> None:
             with connect_session(spark) as connect:
                 results["connect"] = bench_connect(spark, connect, uri, "bench.orders", args.runs)
             print(json.dumps(results["connect"]), flush=True)
-            results["latency"] = [bench_latency(spark, uri, args.latency_s, f"{tmp}/ckpt{ms}", ms) for ms in (0, 200)]
-            for row in results["latency"]:
-                print(json.dumps(row), flush=True)
+            # rounds alternate between the push source and the no-logic clock source
+            results["latency"], results["latency_baseline"] = [], []
+            for ms in (0, 200):
+                for r in range(args.latency_rounds):
+                    results["latency"].append(bench_latency(spark, uri, args.latency_s, f"{tmp}/l{ms}-{r}", ms))
+                    results["latency_baseline"].append(bench_latency_baseline(spark, args.latency_s,
+                                                                              f"{tmp}/l{ms}-{r}", ms))
+                    print(json.dumps(results["latency"][-1]), json.dumps(results["latency_baseline"][-1]), flush=True)
+            results["latency"] = _by_trigger(results["latency"])
+            results["latency_baseline"] = _by_trigger(results["latency_baseline"])
         finally:
             proc.kill()
             proc.wait(10)

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/chaos.py                 # every scenario, full counts (~25 min), and the doc
     .venv/bin/python scripts/chaos.py --short         # a few runs of each (the CI version)
     .venv/bin/python scripts/chaos.py --only push --runs 5
-    .venv/bin/python scripts/chaos.py --soak-minutes 30   # the soak too (its plot goes in docs/)
+    .venv/bin/python scripts/chaos.py --soak-minutes 30   # the soak too (its plot, by matplotlib, goes in docs/)
 
 Loopback only; every process a run starts is stopped by its pid when the run ends. The exit
 status is 1 if any run was not ok or lost or duplicated a row where the scenario promises not to.
@@ -35,6 +35,11 @@ def main() -> int:
     p.add_argument("--soak-minutes", type=float, default=0, help="also soak for this long (0: no soak)")
     p.add_argument("--out", type=Path, help="write the report here (default: docs/reliability.md for a full run)")
     args = p.parse_args()
+    if args.soak_minutes:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            p.error("the soak draws its plot with matplotlib: .venv/bin/python -m pip install 'matplotlib>=3.8'")
     load()
     chosen = [s for s in SCENARIOS if not args.only or any(o in f"{s.group} {s.name}" for o in args.only)]
     if not chosen and not args.soak_minutes:
