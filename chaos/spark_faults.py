@@ -113,3 +113,22 @@ def _push_sink(ctx: Context) -> Run:
     return Run(detail=f"{len(expected)} rows", lost=lost, duplicated=dup)
 
 
+
+
+@scenario("spark", "writeStream into a Paimon table: driver SIGKILLed mid-batch, restarted", "the table holds "
+          "every row once (named producers, micro-batch id as seq, committed with the rows)", short=1, full=3)
+def _paimon_sink(ctx: Context) -> Run:
+    uri = ctx.server().uri
+    client = Client(uri, timeout=10)
+    source, sink = f"db.t{uuid.uuid4().hex[:8]}", f"db.out{uuid.uuid4().hex[:8]}"
+    client.create_table(source, EVENTS_SCHEMA)
+    client.create_table(sink, EVENTS_SCHEMA)
+    client.close()
+    writer = _durable_rows(ctx, uri, source)
+    kill_and_finish(ctx, uri, writer, "--read", f"paimon:{source}", "--write-paimon", sink)
+    held, partial = table_batches(ctx.warehouse(), sink)
+    if partial:
+        raise wrong_error(f"batches held partly: {partial[:5]}")
+    lost = sum(ROWS for s in range(BATCHES) if held[("w", s)] == 0)
+    duplicated = sum(n - ROWS for n in held.values() if n > ROWS)
+    return Run(detail=f"{sum(held.values())} rows", lost=lost, duplicated=duplicated)

@@ -1,10 +1,11 @@
 """A Spark driver the fault runs SIGKILL mid-batch and restart from its checkpoint.
 
     python -m chaos.spark_job URI --read paimon:DB.T|push:NAME --out DIR --checkpoint DIR
-        [--write-push NAME] [--available-now] [--trigger-ms N]
+        [--write-push NAME | --write-paimon DB.T] [--available-now] [--trigger-ms N]
 
 Reads the source as a stream and writes it to Parquet files (Spark's exactly-once file sink) or,
-with --write-push, into a push table (`writeStream.format("flight-paimon")`). Prints `batch N` as
+with --write-push or --write-paimon, into a push table or a Paimon table through the server's
+durable writes (`writeStream.format("flight-paimon")`). Prints `batch N` as
 micro-batches complete. With --available-now it processes what is there and stops; then, for a
 Parquet sink, it writes the ids Spark reads back from the sink (through its metadata log) to
 DIR/ids.json.
@@ -27,6 +28,7 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--write-push")
+    p.add_argument("--write-paimon")
     p.add_argument("--available-now", action="store_true")
     p.add_argument("--trigger-ms", type=int, default=300)
     args = p.parse_args()
@@ -47,9 +49,10 @@ def main() -> int:
     else:
         reader = reader.option("push", name).option("maxOffsetsPerTrigger", "20")
     df = reader.load()
-    if args.write_push:
+    if args.write_push or args.write_paimon:
+        target = ("push", args.write_push) if args.write_push else ("table", args.write_paimon)
         writer = (df.select("producer", "seq", "id").writeStream.format("flight-paimon").option("uri", args.uri)
-                  .option("push", args.write_push))
+                  .option(*target))
     else:
         writer = df.select("id").writeStream.format("parquet").option("path", args.out)
     writer = writer.option("checkpointLocation", args.checkpoint)
@@ -66,7 +69,7 @@ def main() -> int:
     if query.exception() is not None:
         print(f"failed: {query.exception()}", file=sys.stderr, flush=True)
         return 1
-    if args.available_now and not args.write_push:
+    if args.available_now and not (args.write_push or args.write_paimon):
         ids = [r.id for r in spark.read.parquet(args.out).select("id").collect()]
         with open(os.path.join(args.out, "..", "ids.json"), "w") as f:
             json.dump(ids, f)
