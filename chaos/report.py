@@ -66,5 +66,8 @@ def markdown(rows, soak: dict | None, command: str, seconds: float) -> str:
                 for sc, r in bad]
         out.append("")
     if soak:
-        out += ["## Soak", "", f"`.venv/bin/python {soak['command']}` ({soak['when']}): {soak['markdown']}", ""]
+        verdict = ("within its bounds (RSS trend within +/-5%, threads and open files flat, nothing missed)"
+                   if soak["ok"] else "**not within its bounds** (RSS trend within +/-5%, threads and open files "
+                   "flat, nothing missed): see the figures")
+        out += ["## Soak", "", f"`.venv/bin/python {soak['command']}` ({soak['when']}): {verdict}. {soak['markdown']}", ""]
     return "\n".join(out)
