@@ -93,13 +93,19 @@ def _push_source(ctx: Context) -> Run:
     return Run(detail=f"{BATCHES * 1000} rows", lost=lost, duplicated=dup)
 
 
+def _source_and_sink_names(ctx: Context, sink_prefix: str) -> tuple[str, Client, str, str]:
+    """A server, a client of it, a fresh Paimon source table created there, and a fresh sink name."""
+    uri = ctx.server().uri
+    client = Client(uri, timeout=10)
+    source, sink = f"db.t{uuid.uuid4().hex[:8]}", f"{sink_prefix}{uuid.uuid4().hex[:8]}"
+    client.create_table(source, EVENTS_SCHEMA)
+    return uri, client, source, sink
+
+
 @scenario("spark", "writeStream into a push table: driver SIGKILLed mid-batch, restarted", "the push table's "
           "reader gets every row once (named producers, micro-batch id as seq)", short=1, full=3)
 def _push_sink(ctx: Context) -> Run:
-    uri = ctx.server().uri
-    client = Client(uri, timeout=10)
-    source, sink = f"db.t{uuid.uuid4().hex[:8]}", f"out{uuid.uuid4().hex[:8]}"
-    client.create_table(source, EVENTS_SCHEMA)
+    uri, client, source, sink = _source_and_sink_names(ctx, "out")
     client.register(sink, EVENTS_SCHEMA, capacity=1024)
     drain = Drain(client, sink)
     writer = _durable_rows(ctx, uri, source)
@@ -113,15 +119,10 @@ def _push_sink(ctx: Context) -> Run:
     return Run(detail=f"{len(expected)} rows", lost=lost, duplicated=dup)
 
 
-
-
 @scenario("spark", "writeStream into a Paimon table: driver SIGKILLed mid-batch, restarted", "the table holds "
           "every row once (named producers, micro-batch id as seq, committed with the rows)", short=1, full=3)
 def _paimon_sink(ctx: Context) -> Run:
-    uri = ctx.server().uri
-    client = Client(uri, timeout=10)
-    source, sink = f"db.t{uuid.uuid4().hex[:8]}", f"db.out{uuid.uuid4().hex[:8]}"
-    client.create_table(source, EVENTS_SCHEMA)
+    uri, client, source, sink = _source_and_sink_names(ctx, "db.out")
     client.create_table(sink, EVENTS_SCHEMA)
     client.close()
     writer = _durable_rows(ctx, uri, source)

@@ -55,6 +55,13 @@ class Metrics:
         labels = (kind, str(table), direction)
         return self.rows.labels(*labels), self.bytes.labels(*labels)
 
+    def forget_push_table(self, name: str) -> None:
+        """A dropped push table's series go: a server that cycles tables all day keeps no series per
+        table it ever had (each is memory here and a time series in Prometheus)."""
+        for direction in ("in", "out"):
+            self.rows.remove("push", name, direction)
+            self.bytes.remove("push", name, direction)
+
     def serve_http(self, host: str, port: int) -> tuple[WSGIServer, str]:
         """Serve `/metrics` and `/healthz` on a daemon thread; returns the server and its base URL."""
         metrics_app = make_wsgi_app(self.registry)

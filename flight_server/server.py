@@ -131,6 +131,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.pushed = PushSource(self.push)
         self.paimon = PaimonSource(warehouse, warehouse_options)
         self.metrics = Metrics(self.push, self.paimon) if metrics else None
+        if self.metrics is not None:
+            self.push.on_drop.append(self.metrics.forget_push_table)
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes,
                              self.metrics.committed if self.metrics else None)
         self.registries = actions.Registries(self.push, self.paimon, self.ingest, time.time())

@@ -76,6 +76,13 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         assert health.status == 200 and health.read() == b"ok\n"
         status = client.action(names.HEALTH)
         assert status["status"] == "serving" and status["push_tables"] == 2 and status["uptime_s"] > 0
+
+        # A dropped push table's series go with it (a server cycling tables keeps none of them).
+        client.drop("clicks")
+        after = scrape(url)
+        assert not [key for key in after if ("table", "clicks") in key[1]]
+        assert after[("flight_paimon_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))] \
+            == paimon_out
         client.close()
 
 

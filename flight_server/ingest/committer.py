@@ -257,6 +257,7 @@ class TableCommitter:
         if self._write is None:
             builder = self._table.new_stream_write_builder()
             self._write, self._commit, self._user = builder.new_write(), builder.new_commit(), builder.commit_user
+            compat.merge_manifests_on_commit(self._commit)  # else every commit costs more than the last
         for p in group:
             batch, p.batch = p.batch, None  # the writer has it now: our reference need not pin it
             if batch.num_rows:

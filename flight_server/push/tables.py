@@ -100,6 +100,7 @@ class PushRegistry:
         self._closing: str | None = None
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        self.on_drop: list = []  # callables given a dropped table's name (the server's metrics forget it)
 
     def register(self, name, schema: pa.Schema, capacity=16, partitions=1, writers=1,
                  end_marker="required", idle_timeout_s=None, capacity_bytes=None) -> PushTable:
@@ -177,6 +178,8 @@ class PushRegistry:
             raise NotFound(f"Push table {name!r} is not registered; nothing to drop.")
         for log in table.partitions:
             log.fail(f"push table {name!r} was dropped")
+        for forget in self.on_drop:
+            forget(name)
         # The batches a table held were freed as they were read; glibc keeps such freed memory,
         # and a server that registers, fills, drains and drops tables all day grew ~14 KiB per
         # table without this (scripts/chaos.py's soak: 73 MiB over 5,295 tables, all given back
