@@ -344,13 +344,14 @@ def test_a_second_stream_of_a_producer_fences_the_first_and_nothing_is_written_t
         running.stop()
 
 
-@pytest.mark.parametrize("keys,options,partitions", [
-    ([], {}, None),                    # append, bucket -1
-    (["id"], {"bucket": "2"}, None),   # primary key, fixed buckets
-    ([], {}, ["batch"]),               # append, a partition per commit
+@pytest.mark.parametrize("keys,options,partitions,merged_bytes", [
+    ([], {}, None, None),                    # append, bucket -1
+    (["id"], {"bucket": "2"}, None, None),   # primary key, fixed buckets
+    ([], {}, ["batch"], None),               # append, a partition per commit
+    ([], {}, None, 4096),                    # merged files fill up: later merges leave them be
 ])
-def test_many_small_commits_keep_few_manifests_and_every_snapshot_reads_whole(client, warehouse, keys, options,
-                                                                              partitions):
+def test_many_small_commits_keep_few_manifests_and_every_snapshot_reads_whole(client, warehouse, monkeypatch, keys,
+                                                                              options, partitions, merged_bytes):
     """pypaimon leaves manifest merging to external maintenance: without our merge each commit's
     base manifest list grew by one and every commit got slower (the soak's RSS climb)."""
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
@@ -358,10 +359,12 @@ def test_many_small_commits_keep_few_manifests_and_every_snapshot_reads_whole(cl
     from flight_server.paimon import compat
     from tests.paimon_tables import Follower, Warehouse, command
 
+    if merged_bytes:
+        monkeypatch.setattr(compat, "MERGED_MANIFEST_BYTES", merged_bytes)
     client.create_table("db.t", SCHEMA, primary_keys=keys, options=options, partition_keys=partitions)
     follow = client.flight.get_flight_info(command({"table": "db.t", "follow": True, "start": "earliest"}))
     followers = [Follower(client, ep) for ep in follow.endpoints]
-    commits = 2 * compat.MANIFEST_MERGE_MIN_COUNT + 10
+    commits = (3 if merged_bytes else 2) * compat.MANIFEST_MERGE_MIN_COUNT + 10
     descriptor = flight.FlightDescriptor.for_path(*names.paimon_path("db.t"))
     acks = [put_raw(client, descriptor, [rows(b, 20)])[0] for b in range(commits)]  # a snapshot each
     assert len({a.snapshot for a in acks}) == commits
@@ -370,6 +373,10 @@ def test_many_small_commits_keep_few_manifests_and_every_snapshot_reads_whole(cl
     latest = table.snapshot_manager().get_latest_snapshot()
     manifests = ManifestListManager(table).read_all(latest)
     assert len(manifests) <= compat.MANIFEST_MERGE_MIN_COUNT, f"{len(manifests)} manifests after {commits} commits"
+    if merged_bytes:  # a merged file that filled up is left alone by the merges after it
+        full = [m.file_name for m in manifests if m.file_size >= merged_bytes]
+        before = table.snapshot_manager().get_snapshot_by_id(acks[2 * compat.MANIFEST_MERGE_MIN_COUNT + 5].snapshot)
+        assert len(full) == 1 and full[0] in {m.file_name for m in ManifestListManager(table).read_all(before)}
     expected = lambda upto: sorted(i for b in range(upto) for i in rows(b, 20).column(0).to_pylist())  # noqa: E731
     assert sorted(read(client, "db.t").column("id").to_pylist()) == expected(commits)
     for b in (0, compat.MANIFEST_MERGE_MIN_COUNT - 1, compat.MANIFEST_MERGE_MIN_COUNT, commits - 2):

@@ -255,6 +255,10 @@ def arrow_schema(table) -> pa.Schema:
 
 
 MANIFEST_MERGE_MIN_COUNT = 30  # Paimon's `manifest.merge-min-count` default
+# Merged manifests are cut at this size, not at `manifest.target-file-size` (8 MiB): a merge holds
+# its entries as pypaimon objects, ~2.5 KB each against ~44 bytes on disk (measured), so an
+# 8 MiB merge would hold ~190k entries, ~470 MB; 64 KiB holds ~1.5k, ~4 MB.
+MERGED_MANIFEST_BYTES = 64 << 10
 
 
 def merge_manifests_on_commit(table_commit, min_count: int = MANIFEST_MERGE_MIN_COUNT) -> None:
@@ -267,12 +271,13 @@ def merge_manifests_on_commit(table_commit, min_count: int = MANIFEST_MERGE_MIN_
     and a server's RSS that climbs with the table's age (scripts/chaos.py's soak).
 
     So, like Java's ManifestFileMerger minor compaction: when the trailing run of manifests
-    smaller than `manifest.target-file-size` has at least `min_count` of them, their entries
-    (ADD and DELETE of one file cancel) are rewritten into files of the target size, and the
-    snapshot's base list names those instead. Older snapshots keep their own lists and files.
+    smaller than the target size (MERGED_MANIFEST_BYTES) has at least `min_count` of them, their
+    entries (ADD and DELETE of one file cancel) are rewritten into files of the target size, and
+    the snapshot's base list names those instead. Older snapshots keep their own lists and files.
     """
     fsc = table_commit.file_store_commit
-    lists, files, target = fsc.manifest_list_manager, fsc.manifest_file_manager, fsc.manifest_target_size
+    lists, files = fsc.manifest_list_manager, fsc.manifest_file_manager
+    target = min(fsc.manifest_target_size, MERGED_MANIFEST_BYTES)
     write_list = lists.write
 
     def write(file_name: str, metas: list):
