@@ -350,17 +350,31 @@ def test_a_second_stream_of_a_producer_fences_the_first_and_nothing_is_written_t
     ([], {}, ["batch"], None),               # append, a partition per commit
     ([], {}, None, 4096),                    # merged files fill up: later merges leave them be
 ])
-def test_many_small_commits_keep_few_manifests_and_every_snapshot_reads_whole(client, warehouse, monkeypatch, keys,
+def test_many_small_commits_keep_few_manifests_and_every_snapshot_reads_whole(warehouse, monkeypatch, keys,
                                                                               options, partitions, merged_bytes):
     """pypaimon leaves manifest merging to external maintenance: without our merge each commit's
     base manifest list grew by one and every commit got slower (the soak's RSS climb)."""
+    from flight_server.paimon import compat
+    from producers import Client
+    from tests.conftest import RunningServer
+
+    if merged_bytes:
+        monkeypatch.setattr(compat, "MERGED_MANIFEST_BYTES", merged_bytes)
+    running = RunningServer(warehouse, commit_interval_ms=5)  # a commit per batch, without waiting 100 ms
+    client = Client(running.uri, timeout=10)
+    try:
+        _many_small_commits(client, warehouse, keys, options, partitions, merged_bytes)
+    finally:
+        client.close()
+        running.stop()
+
+
+def _many_small_commits(client, warehouse, keys, options, partitions, merged_bytes):
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
     from flight_server.paimon import compat
     from tests.paimon_tables import Follower, Warehouse, command
 
-    if merged_bytes:
-        monkeypatch.setattr(compat, "MERGED_MANIFEST_BYTES", merged_bytes)
     client.create_table("db.t", SCHEMA, primary_keys=keys, options=options, partition_keys=partitions)
     follow = client.flight.get_flight_info(command({"table": "db.t", "follow": True, "start": "earliest"}))
     followers = [Follower(client, ep) for ep in follow.endpoints]
