@@ -267,7 +267,8 @@ def merge_manifests_on_commit(table_commit, min_count: int = MANIFEST_MERGE_MIN_
     pypaimon 2.1 leaves manifest compaction to "external maintenance": each commit's base
     manifest list is the previous one plus one new manifest, and each commit reads and rewrites
     it whole. A table fed by many small commits (durable ingest's group commits) then gets slower
-    and bigger with every commit: 28 ms a commit at 300 snapshots, 196 ms at 2,400 (measured),
+    and bigger with every commit: 28 ms a commit at 300 snapshots, 181 ms at 2,400
+    (scripts/bench_commit_history.py),
     and a server's RSS that climbs with the table's age (scripts/chaos.py's soak).
 
     So, like Java's ManifestFileMerger minor compaction: when the trailing run of manifests
