@@ -237,8 +237,7 @@ def main() -> None:
 
     spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:

@@ -322,8 +322,7 @@ def start_spark():
     from spark_reader import register
 
     spark = (SparkSession.builder.master("local[2]").appName("flight-paimon-demo")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark

@@ -4,9 +4,7 @@
     register(spark)  # or spark.dataSource.register(FlightPaimonDataSource)
     spark.read.format("flight-paimon").option("uri", "grpc://127.0.0.1:8815").option("table", "db.t").load()
 
-Set `spark.sql.python.filterPushdown.enabled=true` on the session: the reader overrides
-`pushFilters` (filters go to the server as `[column, op, value]`), and PySpark 4.3 refuses
-every read of a source that does so while the setting is off. See spark_reader/README.md.
+Each action on a DataFrame reads the table as it is then (see spark_reader/README.md).
 """
 
 from spark_reader.source import FlightPaimonDataSource, register

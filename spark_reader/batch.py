@@ -1,14 +1,22 @@
-"""spark.read: one Spark partition per FlightInfo endpoint, filters pushed to the server."""
+"""spark.read: Spark partitions planned once, endpoints planned by each task when it reads.
+
+PySpark 4.3 plans a Python data source's partitions once per DataFrame and reuses them, with the
+reader that planned them, for every later action on it (and a query with filters replaces them
+with its own, which later queries without filters then reuse). So nothing a partition or this
+reader holds may depend on one query: a partition is a slot (k of K), and each task plans the read
+when it runs, so every action reads the table as it is then. The tasks of one action agree on the
+snapshot through a pin (this planning's token and the action's SQL execution id): the server reads
+a pin's first plan at the latest snapshot and every later plan of that pin at the same one.
+Filters are not pushed to the server: Spark applies them (a pushed filter would outlive its query).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import secrets
+from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceReader, EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull,
-    LessThan, LessThanOrEqual, Not,
-)
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -18,98 +26,93 @@ from spark_reader.flight_io import (
 )
 from spark_reader.options import Options
 
-_OPS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
-_JSON_SCALARS = (bool, int, float, str)
-
-
-def server_filter(f: Filter) -> list | None:
-    """The server's `[column, op, value]` for a Spark filter, or None when it cannot be sent.
-
-    Only plain top-level columns and JSON scalars travel: dates, decimals and nested fields stay
-    with Spark rather than risk a different comparison on the server.
-    """
-    if isinstance(f, Not):
-        inner = server_filter(f.child) if isinstance(f.child, EqualTo) else None
-        return None if inner is None else [inner[0], "!=", inner[2]]
-    column = getattr(f, "attribute", None)
-    if not column or len(column) != 1:
-        return None
-    name = column[0]
-    if type(f) in _OPS and isinstance(f.value, _JSON_SCALARS):
-        return [name, _OPS[type(f)], f.value]
-    if isinstance(f, In) and f.value and all(isinstance(v, _JSON_SCALARS) for v in f.value):
-        return [name, "in", list(f.value)]
-    if isinstance(f, IsNull):
-        return [name, "is_null", None]
-    if isinstance(f, IsNotNull):
-        return [name, "is_not_null", None]
-    return None
-
 
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The exact Arrow schema Spark checks yielded batches against (nullability included)."""
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def paimon_command(opts: Options, filters: list) -> dict:
+def paimon_command(opts: Options) -> dict:
     """The server command for a batch read of a Paimon table under the user's options."""
     command = paimon_base(opts)
     if opts.snapshot_id is not None:
         command[names.SNAPSHOT] = opts.snapshot_id
     if opts.incremental_between:
         command[names.FROM_SNAPSHOT], command[names.TO_SNAPSHOT] = opts.incremental_between
-    if filters:
-        command["filter"] = filters
     return command
 
 
+class Slot(InputPartition):
+    """Spark partition k of K: endpoints k, k + K, k + 2K, ... of the plan its task makes."""
+
+    def __init__(self, index: int, count: int, token: str, label: str):
+        super().__init__(index)
+        self.index, self.count, self.token, self.label = index, count, token, label
+
+
+def action_pin(token: str) -> str:
+    """This planning's token and the running action: the same for every task (and retry) of one
+    action, new for the next action on the same DataFrame."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:  # outside a Spark task (a direct call): one pin per call
+        return f"{token}:{secrets.token_hex(4)}"
+    execution = context.getLocalProperty("spark.sql.execution.id")
+    return f"{token}:{execution if execution is not None else f'stage-{context.stageId()}'}"
+
+
 class BatchReader(DataSourceReader):
-    """Plans a Paimon scan (one endpoint per bucket) or a push table's drain (one per partition)."""
+    """A Paimon table (slots over its endpoints, one per bucket or split group) or a push table's
+    partitions (slot k is partition k, from its first uncommitted batch)."""
 
     def __init__(self, opts: Options, schema: StructType):
         self.opts = opts
         self.schema = arrow_schema(schema)
-        self.filters: list[list] = []
 
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        if self.opts.table:
-            for f in filters:
-                converted = server_filter(f)
-                if converted is not None:
-                    self.filters.append(converted)
-        # Every filter is also handed back: the server's filter cuts what crosses the wire, and
-        # Spark re-checking rows keeps results exact should a server filter only prune files.
-        return filters
-
-    def partitions(self) -> list[EndpointPartition]:
+    def partitions(self) -> list[Slot]:
+        # Planned now only to size the read (and refuse a bad one on the driver); each task plans again.
         client = connect(self.opts)
         try:
             if self.opts.table:
-                parts = partitions_of(paimon_info(client, self.opts, paimon_command(self.opts, self.filters)), self.opts)
+                count = len(paimon_info(client, self.opts, paimon_command(self.opts)).endpoints)
             else:
-                parts = self._push_partitions(client)
+                count = len(call(self.opts, "lookup", client.info, self.opts.push).endpoints)
         finally:
             client.close()
-        # Spark needs at least one partition; an empty table reads as one empty partition.
-        return parts or [EndpointPartition(b"", (), f"{self.opts.target} (empty)")]
+        token = secrets.token_hex(8)
+        count = max(count, 1)
+        return [Slot(k, count, token, f"{self.opts.target} slot {k} of {count}") for k in range(count)]
 
-    def _push_partitions(self, client) -> list[EndpointPartition]:
-        """Each partition from its first uncommitted batch to EOF, committing nothing: a retried or
+    def read(self, partition: Slot) -> Iterator[pa.RecordBatch]:
+        for part in self._endpoints(partition):
+            yield from read_partition(part, self.schema, self.opts.credentials)
+
+    def _endpoints(self, slot: Slot) -> list[EndpointPartition]:
+        client = connect(self.opts)
+        try:
+            if self.opts.table:
+                command = paimon_command(self.opts)
+                if names.SNAPSHOT not in command and names.FROM_SNAPSHOT not in command:
+                    command[names.PIN] = action_pin(slot.token)
+                parts = partitions_of(paimon_info(client, self.opts, command), self.opts)
+                return parts[slot.index::slot.count]
+            return self._push_partition(client, slot.index)
+        finally:
+            client.close()
+
+    def _push_partition(self, client, p: int) -> list[EndpointPartition]:
+        """Partition p from its first uncommitted batch to EOF, committing nothing: a retried or
         speculative task, or the next action on the same DataFrame, reads the same batches again
         (a batch read ends before Spark's job does, and Spark tells a Python source nothing of the
         job's end). The server frees batches for a producer waiting for room once the reader has
         caught up; a commit (a stream's, or the commit action) or a drain frees the rest."""
         name = self.opts.push
-        stats = call(self.opts, names.STATS, client.stats, name)[names.PUSH][name]["partitions"]
-        parts = []
-        for p, state in sorted(stats.items(), key=lambda kv: int(kv[0])):
-            start = state["committed"]
-            info = call(self.opts, "planning", client.replay_info, name, int(p), start, None)
-            for part in partitions_of(info, self.opts):
-                part.label = f"{self.opts.target} partition {p} from batch {start}"
-                parts.append(part)
+        state = call(self.opts, names.STATS, client.stats, name)[names.PUSH][name]["partitions"].get(str(p))
+        if state is None:
+            return []
+        start = state["committed"]
+        parts = partitions_of(call(self.opts, "planning", client.replay_info, name, p, start, None), self.opts)
+        for part in parts:
+            part.label = f"{self.opts.target} partition {p} from batch {start}"
         return parts
-
-    def read(self, partition: EndpointPartition) -> Iterator[pa.RecordBatch]:
-        if partition.ticket:
-            yield from read_partition(partition, self.schema, self.opts.credentials)

@@ -96,7 +96,6 @@ def spark():
         .appName("flight-paimon-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
         .getOrCreate()
     )
     yield session

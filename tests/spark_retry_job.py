@@ -30,7 +30,6 @@ def main(uri: str, read_table: str, write_table: str) -> None:
 
     spark = (SparkSession.builder.master("local[2,2]").appName("flight-paimon-retry")
              .config("spark.ui.enabled", "false")
-             .config("spark.sql.python.filterPushdown.enabled", "true")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
              .getOrCreate())
     register(spark)

@@ -97,6 +97,22 @@ def test_latest_read_is_pinned_when_planned(wh, client):
     assert sum(b.num_rows for b in got) == 100
 
 
+def test_plans_with_one_pin_read_the_snapshot_the_first_read(wh, client):
+    """The tasks of one Spark action each plan; a pin makes them agree on the snapshot."""
+    t = wh.create("orders", buckets=2)
+    wh.commit(t, rows(0, 100))
+    _, first = read_all(client, command({"table": t, "pin": "tok:1"}))
+    wh.commit(t, rows(100, 100))
+    _, same_pin = read_all(client, command({"table": t, "pin": "tok:1", "buckets": [1]}))
+    _, next_pin = read_all(client, command({"table": t, "pin": "tok:2"}))
+    assert first.num_rows == 100
+    assert set(same_pin.column("id").to_pylist()) <= set(range(100)) and same_pin.num_rows > 0
+    assert next_pin.num_rows == 200
+    for bad in ({"table": t, "pin": "a b"}, {"table": t, "pin": "x", "snapshot": 1}, {"table": t, "pin": 7}):
+        with pytest.raises(pa.ArrowInvalid, match="'pin'"):
+            info(client, command(bad))
+
+
 def test_delta_holds_exactly_the_rows_of_snapshots_after_a_up_to_b(wh, client):
     t = wh.create("orders", buckets=4)
     snaps = [wh.commit(t, rows(i * 100, 100)) for i in range(5)]
@@ -220,3 +236,16 @@ def test_empty_table_reads_no_rows_with_its_schema(wh, client):
     fi, got = read_all(client, path(t))
     assert len(fi.endpoints) == 2
     assert got.num_rows == 0 and got.schema.names == ["id", "name", "amount", "region"]
+
+
+def test_snapshot_pins_are_bounded_and_forget_idle_ones():
+    from flight_server.paimon.pins import SnapshotPins
+
+    pins = SnapshotPins(max_pins=2, idle_seconds=3600)
+    assert pins.resolve("db.t", "a", 5) == 5 and pins.resolve("db.t", "a", 9) == 5
+    pins.resolve("db.t", "b", 6)
+    pins.resolve("db.t", "c", 7)  # the least recently used ("a") makes room
+    assert pins.resolve("db.t", "a", 8) == 8 and pins.resolve("db.u", "c", 1) == 1
+    idle = SnapshotPins(idle_seconds=-1)  # every pin is past its idle time at the next call
+    idle.resolve("db.t", "a", 1)
+    assert idle.resolve("db.t", "a", 2) == 2

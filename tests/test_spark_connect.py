@@ -1,9 +1,10 @@
 """flight-paimon through Spark Connect (pyspark.sql.connect): the same rows as classic Spark.
 
-The Connect server is Spark's own (`SparkConnectService`, pyspark's connect jar), started on the
-test session's SparkContext on a free loopback port (scripts/local_connect.py); the client is a
-real Connect session talking gRPC to it. The data source is registered through Connect and its
-reads and `foreachBatch` functions run in the server's Python workers, as on any deployment.
+The Connect server is started as the README says users start it: scripts/connect-server, which
+runs pyspark's own sbin/start-connect-server.sh with this .venv's Python for its workers, in its
+own JVM on a free loopback port. The client is a real Connect session talking gRPC to it; the
+data source is registered through Connect and its reads and `foreachBatch` functions run in the
+server's Python workers, as on any deployment.
 """
 
 from __future__ import annotations
@@ -13,17 +14,21 @@ import os
 
 import pytest
 
-from scripts.local_connect import connect_session
+from scripts.local_connect import connect_server
 from spark_reader import FlightPaimonDataSource, register
 from tests.paimon_tables import Warehouse, rows
 from tests.test_spark_push import SCHEMA, batch
 
 
 @pytest.fixture(scope="module")
-def connect(spark):
-    with connect_session(spark) as session:
+def connect():
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    with connect_server() as url:
+        session = ConnectSession.builder.remote(url).create()
         session.dataSource.register(FlightPaimonDataSource)
         yield session
+        session.stop()
 
 
 def rows_of(df) -> list[tuple]:
@@ -79,3 +84,17 @@ def test_reads_and_streams_through_spark_connect_equal_classic_spark(connect, sp
             sink.write(batch(i * 10, 10))
     got = rows_of(connect.read.format("flight-paimon").option("uri", server.uri).option("push", "pushed").load())
     assert got == [(i, f"r{i}") for i in range(50)]
+
+
+@pytest.mark.timeout(300)
+def test_reused_connect_dataframe_is_exact_across_filters_and_commits(connect, server, warehouse):
+    paimon = Warehouse(warehouse)
+    table = paimon.create("events", buckets=2)
+    paimon.commit(table, rows(0, 1000))
+    df = connect.read.format("flight-paimon").option("uri", server.uri).option("table", table).load()
+    assert df.count() == 1000
+    assert df.filter("id >= 990").count() == 10
+    assert df.count() == 1000, "the filtered query's plan leaked into the next count"
+    paimon.commit(table, rows(1000, 200))
+    assert df.count() == 1200, "a reused DataFrame read the snapshot of its first action"
+    assert df.filter("id >= 1100").count() == 100

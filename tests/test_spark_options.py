@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringStartsWith
 
-from spark_reader.batch import server_filter
 from spark_reader.options import OptionError, parse
 
 URI = "grpc://127.0.0.1:8815"
@@ -50,15 +49,3 @@ def test_any_uri_is_accepted_or_refused_as_an_option_error(uri):
         assert parse({"uri": uri, "push": "p"}).uri == uri
     except OptionError as e:
         assert "uri" in str(e)
-
-
-def test_spark_filters_translate_to_server_conditions_or_stay_with_spark():
-    assert server_filter(EqualTo(("a",), 5)) == ["a", "=", 5]
-    assert server_filter(GreaterThan(("a",), 1.5)) == ["a", ">", 1.5]
-    assert server_filter(In(("b",), (1, 2))) == ["b", "in", [1, 2]]
-    assert server_filter(IsNull(("b",))) == ["b", "is_null", None]
-    assert server_filter(Not(EqualTo(("a",), "x"))) == ["a", "!=", "x"]
-    assert server_filter(StringStartsWith(("a",), "x")) is None
-    assert server_filter(EqualTo(("s", "f"), 1)) is None  # nested field
-    import datetime
-    assert server_filter(EqualTo(("d",), datetime.date(2024, 1, 1))) is None

@@ -1,4 +1,4 @@
-"""flight-paimon in Spark over Paimon tables: batch reads per bucket, pushed filters, exactly-once streams."""
+"""flight-paimon in Spark over Paimon tables: batch reads per bucket, reused DataFrames, exactly-once streams."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from structlog.testing import capture_logs
 
 from tests.paimon_tables import SCHEMA, rows, sort_rows
 
@@ -37,33 +36,31 @@ def test_batch_read_equals_pypaimon_with_one_partition_per_bucket(fp, server, pa
     assert sorted(r.id for r in delta.select("id").collect()) == list(range(3000, 5000))
 
 
-def rows_sent(logs: list[dict], endpoints: int = 2) -> int:
-    """Rows the server sent in its do_get streams, once all `endpoints` streams have logged their end.
-
-    The server writes one line per do_get, when its stream ends: a moment after the client saw the end.
-    """
-    deadline = time.monotonic() + 10
-    while True:
-        done = [e for e in logs if e.get("event") == "rpc_done" and e.get("rpc") == "do_get" and "bucket" in e]
-        if len(done) >= endpoints or time.monotonic() > deadline:
-            return sum(e["rows"] for e in done)
-        time.sleep(0.05)
-
-
 @pytest.mark.timeout(240)
-def test_pushed_filter_reduces_what_the_server_sends(fp, server, paimon):
+def test_reused_dataframe_is_exact_across_filters_and_commits(fp, server, paimon):
+    """PySpark 4.3 keeps a Python source's partitions (and the reader that planned them) for every
+    later action on the DataFrame, and a filtered query's replace them: each action must still see
+    the table as it is, whatever ran before on the same DataFrame."""
     table = paimon.create("events", buckets=2)
     paimon.commit(table, rows(0, 4000))
-    with capture_logs() as unfiltered:
-        assert read(fp, server.uri, table).count() == 4000
-        sent_all = rows_sent(unfiltered)
-    with capture_logs() as filtered:
-        got = read(fp, server.uri, table).filter("id >= 3900 AND region = 'eu'").select("id").collect()
-        sent_filtered = rows_sent(filtered)
-    expected = [i for i in range(3900, 4000) if i % 3 == 0]
-    assert sorted(r.id for r in got) == expected
-    assert sent_all == 4000
-    assert sent_filtered < 4000, "the filter did not reach the server"
+    df = read(fp, server.uri, table)
+    assert df.count() == 4000
+    assert df.filter("id >= 3900").count() == 100
+    assert df.count() == 4000, "the filtered query's plan leaked into the next count"
+    got = df.filter("id >= 3900 AND region = 'eu'").select("id").collect()
+    assert sorted(r.id for r in got) == [i for i in range(3900, 4000) if i % 3 == 0]
+    # a self-join whose sides filter differently (both sides share the DataFrame's source)
+    low, high = df.filter("id < 10").select("id"), df.filter("id >= 3990").select("id")
+    assert low.union(high).count() == 20
+    assert low.crossJoin(high.withColumnRenamed("id", "j")).count() == 100
+    paimon.commit(table, rows(4000, 500))
+    assert df.count() == 4500, "a reused DataFrame read the snapshot of its first action"
+    assert df.filter("id >= 4400").count() == 100
+    assert sorted(r.id for r in df.select("id").collect()) == list(range(4500))
+    pinned = read(fp, server.uri, table, {"scan.snapshot-id": "1"})
+    assert pinned.count() == 4000
+    paimon.commit(table, rows(4500, 10))
+    assert pinned.count() == 4000 and pinned.filter("id >= 3990").count() == 10
 
 
 def start_stream(spark, uri: str, table: str, checkpoint: str, sink, trigger: dict, **options):

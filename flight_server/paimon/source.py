@@ -18,6 +18,7 @@ import structlog
 
 from flight_server.paimon import compat, create
 from flight_server.paimon import follow
+from flight_server.paimon.pins import SnapshotPins
 from flight_server.paimon.scope import Scope, bucket_set, pick, ticket_buckets
 from flight_server.source import Items, ReadPlan
 from flight_server.tickets import PaimonTicket
@@ -56,6 +57,7 @@ class PaimonSource:
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self._follows: set[follow.Position] = set()  # open follow streams: a gone client must end its own
+        self._pins = SnapshotPins()
 
     def catalog(self):
         with self._lock:
@@ -139,9 +141,12 @@ class PaimonSource:
             raise InvalidRequest(
                 f"Bucket {req.buckets[-1]} of Paimon table {req.table!r} does not exist; it has {buckets} buckets (0..{buckets - 1})."
             )
-        base = PaimonTicket(req, compat.table_identity(scope.table), req.mode)
         latest = scope.table.snapshot_manager().get_latest_snapshot()
         latest_id = latest.id if latest else None
+        if req.pin is not None:  # the snapshot the pin's first plan read; the ticket needs no pin
+            latest_id = self._pins.resolve(req.table, req.pin, latest_id)
+            req = replace(req, pin=None)
+        base = PaimonTicket(req, compat.table_identity(scope.table), req.mode)
         if req.mode == "follow":
             full, nxt = follow.start_position(scope, req, latest_id)
             return ReadPlan(scope.schema, self._per_bucket(replace(base, full=full, next=nxt), buckets))

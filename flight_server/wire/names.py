@@ -16,9 +16,10 @@ ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRE
 TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapshot", "to_snapshot"
 FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS = "follow", "start", "consumer_id", "poll_interval_ms"
 COLUMNS, FILTER, BUCKETS, CHANGELOG = "columns", "filter", "buckets", "changelog"
+PIN = "pin"  # plans with the same pin read the snapshot the first one read (a Spark action's tasks)
 ROW_KIND = "_row_kind"  # the leading column of a changelog read (+I, -U, +U, -D)
 PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS,
-               COLUMNS, FILTER, BUCKETS, CHANGELOG)
+               COLUMNS, FILTER, BUCKETS, CHANGELOG, PIN)
 
 # Keys of a durable write's descriptor command: the Paimon table and the producer's name.
 WRITE, PRODUCER = "write", "producer"

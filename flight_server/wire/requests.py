@@ -29,6 +29,7 @@ DEFAULT_POLL_MS = 1000
 _KEYS = names.PAIMON_KEYS
 _FOLLOW_ONLY = (names.START, names.CONSUMER_ID, names.POLL_INTERVAL_MS)
 _CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_PIN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class PaimonRequest:
     filter: tuple[tuple, ...] = ()
     buckets: tuple[int, ...] | None = None
     changelog: bool = False
+    pin: str | None = None
 
     @property
     def mode(self) -> str:
@@ -267,6 +269,13 @@ def parse_command(cmd: dict) -> PaimonRequest:
     if consumer_id is not None:
         check_consumer_id(consumer_id, f"Paimon read of {table!r}")
     poll = _int(cmd, "poll_interval_ms", table, 1)
+    pin = cmd.get(names.PIN)
+    if pin is not None and (not isinstance(pin, str) or not _PIN.match(pin)):
+        raise InvalidRequest(
+            f"Paimon read of {table!r}: 'pin' {pin!r} must be 1-128 characters of letters, digits, '_', '.', ':', '-'.")
+    if pin is not None and (follow or snapshot is not None or from_s is not None):
+        raise InvalidRequest(f"Paimon read of {table!r}: 'pin' applies only to a read of the latest snapshot "
+                             "(no 'snapshot', 'from_snapshot' or 'follow').")
     buckets = cmd.get("buckets")
     if buckets is not None and (not isinstance(buckets, list) or not buckets or not all(
             isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in buckets)):
@@ -276,4 +285,5 @@ def parse_command(cmd: dict) -> PaimonRequest:
         start=start, consumer_id=consumer_id, poll_interval_ms=poll or DEFAULT_POLL_MS,
         columns=_str_list(cmd, "columns", table), filter=_filter(cmd.get("filter", []), table),
         buckets=None if buckets is None else tuple(sorted(set(buckets))), changelog=cmd.get("changelog", False),
+        pin=pin,
     )
