@@ -70,6 +70,7 @@ class PaimonSink(Slotted):
         self._writer = self._acks = self._acker = None
         self._stream_sent = 0
         self._ack_error: BaseException | None = None
+        self._refused: messages.StreamFailed | None = None  # the server's word that the stream failed
         self._open_stream()
         self._sender = threading.Thread(target=self._send_loop, name=f"paimon-sink-{table}", daemon=True)
         self._sender.start()
@@ -146,7 +147,7 @@ class PaimonSink(Slotted):
         self._writer, self._acks = self._client.flight.do_put(self._descriptor(), self._stream_schema,
                                                               options=self._options)
         self._stream_sent = 0
-        self._ack_error = None
+        self._ack_error = self._refused = None
         self._acker = threading.Thread(target=self._ack_loop, args=(self._acks,), name=f"paimon-acks-{self.table}",
                                        daemon=True)
         self._acker.start()
@@ -160,6 +161,17 @@ class PaimonSink(Slotted):
         except _RETRYABLE as e:
             raise _Lost(e) from e
         self._stream_sent += 1
+
+    def _end_refused(self) -> None:
+        """The server said the stream failed: half-close and raise the call's status, which
+        carries the error and its code (UNAVAILABLE from a closing server: reconnect)."""
+        refused = self._refused
+        try:
+            self._writer.done_writing()
+            self._writer.close()
+        except _RETRYABLE as e:
+            raise _Lost(e) from e
+        raise SinkError(f"The server failed the stream into {self.label}: {refused}") from refused
 
     def _end_stream(self) -> None:
         """Send the end marker and wait for the last ack (the server answers after the commit)."""
@@ -255,6 +267,8 @@ class PaimonSink(Slotted):
                         self._lock.wait(0.1)
                     self._unacked.append((seq, batch))
                 try:
+                    if self._refused is not None:
+                        self._end_refused()
                     self._write(seq, batch)
                 except _Lost as e:
                     self._reconnect(e.__cause__ or e)  # resends the unacked batches, this one too
@@ -264,7 +278,13 @@ class PaimonSink(Slotted):
     def _ack_loop(self, acks) -> None:
         try:
             while (buf := acks.read()) is not None:
-                ack = messages.read_ack(buf)
+                try:
+                    ack = messages.read_ack(buf)
+                except messages.StreamFailed as e:
+                    with self._lock:
+                        self._refused = e
+                        self._lock.notify_all()
+                    return
                 with self._lock:
                     if self._unacked and self._unacked[0][0] == ack.seq:
                         self._unacked.popleft()

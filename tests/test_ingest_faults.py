@@ -126,3 +126,62 @@ def test_a_producer_killed_mid_stream_leaves_its_acked_batches_and_no_partial_on
     assert done.stdout.splitlines()[-1].startswith(f"done: the table holds batches 0..{last + 3} of k1")
     held = batches_held(table_rows(client, "db.events"))
     assert dict(held) == {("k1", s): ROWS for s in range(last + 4)}
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 MiB tmpfs (root only): a warehouse whose disk can be filled."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+@pytest.mark.timeout(120)
+def test_full_disk_fails_every_waiting_producer_within_seconds_and_they_resume_once_freed(small_disk):
+    """Producers that keep many small batches unacked wait for acks, not to send: when the disk
+    fills, each learns from its acks that its stream failed (a stream the server can only fail
+    from its ack side), acked rows stay readable, and the same producers resume once space is freed."""
+    warehouse = small_disk / "warehouse"
+    warehouse.mkdir()
+    server = ServerProcess(str(warehouse))
+    client = Client(server.uri, timeout=10)
+    try:
+        client.create_table("db.events", SCHEMA)
+        filler = small_disk / "filler"
+        with open(filler, "wb") as f:  # leave about 256 KiB: a few commits' files
+            f.write(b"\0" * ((64 << 20) - 256 * 1024 - sum(p.stat().st_size for p in warehouse.rglob("*"))))
+        failed: dict[str, str] = {}
+
+        def produce(name: str) -> None:
+            with pytest.raises(Exception) as caught:  # noqa: PT011 - the message is checked below
+                with client.paimon_sink("db.events", producer=name, max_unacked=64) as sink:
+                    for seq in range(100_000):
+                        sink.write(batch(name, seq, 100))
+            failed[name] = str(caught.value)
+
+        producers = [threading.Thread(target=produce, args=(f"p{i}",), daemon=True) for i in range(3)]
+        for t in producers:
+            t.start()
+        wait_for(lambda: len(failed) == 3, "every producer's error", timeout=60)
+        for name, message in failed.items():
+            assert "No space left on device" in message, (name, message)
+        held = batches_held(table_rows(client, "db.events"))
+        target = {}
+        for i in range(3):  # what the table holds of each producer: seqs 0..k, each batch whole, once
+            seqs = sorted(seq for (p, seq) in held if p == f"p{i}")
+            assert seqs == list(range(len(seqs))) and all(held[(f"p{i}", s)] == 100 for s in seqs)
+            target[f"p{i}"] = len(seqs) + 20
+        filler.unlink()
+        for name, end in target.items():
+            with client.paimon_sink("db.events", producer=name) as sink:
+                for seq in range((sink.last_seq if sink.last_seq is not None else -1) + 1, end):
+                    sink.write(batch(name, seq, 100))
+        held = batches_held(table_rows(client, "db.events"))
+        assert held == {(name, seq): 100 for name, end in target.items() for seq in range(end)}
+    finally:
+        client.close()
+        server.stop()

@@ -12,6 +12,7 @@ commit in flight hold at most about twice that.
 
 from __future__ import annotations
 
+import errno
 import queue
 import threading
 import time
@@ -27,7 +28,7 @@ from flight_server.wire.errors import Cancelled, CommitFailed, InvalidRequest, U
 
 log = structlog.get_logger(__name__)
 
-END = object()  # the last item of a stream's ack queue
+END = object()  # the last item of a stream's ack queue (or the stream's error, once it fails)
 TRIM_AFTER_BYTES = 16 << 20  # a commit this large gives its freed memory back (malloc_trim)
 
 
@@ -36,7 +37,7 @@ class WriteStream:
 
     def __init__(self, label: str, producer: str | None):
         self.label, self.producer = label, producer
-        self.acks: queue.SimpleQueue = queue.SimpleQueue()  # (seq, snapshot) in stream order, then END
+        self.acks: queue.SimpleQueue = queue.SimpleQueue()  # (seq, snapshot) in stream order, then END or an error
         self.error: BaseException | None = None
         self.outstanding = 0  # submitted, neither acked nor failed
         self.last_seq: int | None = None  # the producer's last seq on this stream
@@ -189,6 +190,8 @@ class TableCommitter:
     def _fail(self, stream: WriteStream, error: BaseException) -> None:
         if stream.error is None:
             stream.error = error
+            if not stream.closed:  # a producer waiting for acks (not sending) learns it from its acks
+                stream.acks.put(error)
         self._cond.notify_all()
 
     # -- the committer thread ------------------------------------------------------------
@@ -231,7 +234,7 @@ class TableCommitter:
             log.error("commit_failed", table=self.name, batches=len(group), exc_info=True)
             self._reset_writer()
             error = CommitFailed(
-                f"The group commit into Paimon table {self.name!r} failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
+                f"The group commit into Paimon table {self.name!r} failed: {_cause(e)}. "
                 "None of this stream's unacked batches were acked; a named producer resumes from "
                 "producer_state, which says what the table holds.", table=self.name)
             with self._cond:
@@ -288,3 +291,11 @@ class TableCommitter:
             log.warning("producer_state_reload_failed", table=self.name, exc_info=True)
             return
         self.producers = fresh
+
+
+def _cause(e: BaseException) -> str:
+    """A failed commit's cause in a line, a full disk first (pypaimon-rust buries it at the end)."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if "No space left on device" in str(e) or getattr(e, "errno", None) == errno.ENOSPC:
+        return f"No space left on device in the warehouse; free space, then resend ({text[:300]})"
+    return text

@@ -99,8 +99,11 @@ class Ingest:
 
 def _send_acks(stream: WriteStream, send_ack) -> None:
     while (item := stream.acks.get()) is not END:
-        seq, snapshot = item
         try:
+            if isinstance(item, BaseException):  # the producer may be waiting for acks, not sending
+                send_ack(messages.stream_failed(str(item), getattr(item, "code", "error")))
+                return
+            seq, snapshot = item
             send_ack(messages.ack(seq, snapshot))
         except Exception as e:  # noqa: BLE001 - the producer went away; the read loop sees it too
             log.info("ack_not_sent", stream=stream.label, error=str(e).splitlines()[0] if str(e) else type(e).__name__)

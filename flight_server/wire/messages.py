@@ -9,6 +9,9 @@ Server -> producer:
   `{"seq": N}`      batch N of the partition was appended
   `{"seq": N, "snapshot": S}`  (Paimon writes) batch N is durable: committed in snapshot S (or,
                     for a resent batch the table already held, in the table as of snapshot S)
+  `{"error": TEXT, "code": C}`  (Paimon writes) the stream failed (a failed commit, a newer stream
+                    of the producer, a closing server): send nothing more and half-close; the
+                    call's status carries the error. A producer waiting for acks learns it here.
 Server -> viewer of a push partition (its do_get stream):
   `{"seq": N}`      the batch is batch N of the partition (a gap means the viewer fell behind)
 Server -> reader on a Paimon do_get stream:
@@ -55,8 +58,24 @@ class Ack:
     snapshot: int | None = None
 
 
+class StreamFailed(Exception):
+    """The server's PutResult `{"error": TEXT, "code": C}`: the stream failed; its status says why."""
+
+    def __init__(self, message: str, code: str | None):
+        super().__init__(message)
+        self.code = code
+
+
+def stream_failed(message: str, code: str) -> bytes:
+    return json.dumps({ERROR: message, "code": code}).encode()
+
+
 def read_ack(buf) -> Ack:
+    """A PutResult's ack; raises `StreamFailed` for the server's word that the stream failed."""
     value = _object(buf)
+    if value is not None and isinstance(value.get(ERROR), str):
+        code = value.get("code")
+        raise StreamFailed(value[ERROR], code if isinstance(code, str) else None)
     seq, snapshot = (value or {}).get(SEQ), (value or {}).get(SNAPSHOT)
     if not _is_int(seq) or not (snapshot is None or _is_int(snapshot)):
         raise ValueError(f"not a flight-paimon ack: {bytes(buf)[:100]!r}")
