@@ -159,7 +159,8 @@ class FlightPaimonServer(flight.FlightServerBase):
     def get_schema(self, context, descriptor):
         with _call(self, "get_schema", context) as call:
             source, request = self._request(descriptor)
-            _require(call, READ, request)
+            if not _holds(call, WRITE, request):  # a producer needs the schema it writes
+                _require(call, READ, request)
             return flight.SchemaResult(source.schema(request))
 
     def get_flight_info(self, context, descriptor):
@@ -373,6 +374,10 @@ def _put_target(descriptor) -> PushTarget | WriteTarget:
         raise InvalidRequest('A do_put command names its Paimon table in "write": {"write": "db.t", "producer": "ID"}, '
                              'or a push partition in "push": {"push": NAME, "partition": P, "producer": "ID"}.')
     return WriteTarget.from_json(cmd)
+
+
+def _holds(call: _Call, grant: str, target) -> bool:
+    return call.access.allows(grant, target.table if isinstance(target, (PaimonRequest, WriteTarget)) else target.name)
 
 
 def _require(call: _Call, grant: str, target) -> None:

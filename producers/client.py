@@ -170,8 +170,10 @@ class Client:
         return TableSink(self, name, partition, schema, call_timeout)
 
     def sink(self, name: str, partition: int = 0, call_timeout: float | None = None) -> TableSink:
-        """Attach a sink to a partition of an already registered push table."""
-        return TableSink(self, name, partition, self.info(name).schema, call_timeout)
+        """Attach a sink to a partition of an already registered push table (the `write` grant is enough)."""
+        descriptor = flight.FlightDescriptor.for_path(*names.push_path(name))
+        return TableSink(self, name, partition, self.flight.get_schema(descriptor, options=self.options()).schema,
+                         call_timeout)
 
     def push_named(self, name: str, partition: int, producer: str, batches: list[tuple[int, pa.RecordBatch]],
                    call_timeout: float | None = None) -> int:
