@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from flight_server.auth import ADMIN, READ, WRITE, Access
 from flight_server.ingest.streams import Ingest
-from flight_server.wire.errors import InvalidRequest
+from flight_server.paimon import compat
+from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.tables import PushRegistry
@@ -22,7 +23,9 @@ DESCRIPTIONS = {
     '"optional", "idle_timeout_s": null}. Result: {"name", "partitions", "capacity", "capacity_bytes"}.',
     names.FAIL: 'End a push table (or one partition) with an error its readers receive. '
     'Body: {"name", "partition"?: P, "message"}.',
-    names.DROP: 'Remove a push table; blocked writers and readers get an error. Body: {"name"}.',
+    names.DROP: 'Remove a push table; blocked writers and readers get an error. Body: {"name"}; or remove a '
+    'Paimon table with its data and snapshots (its durable writes on this server fail, its reads end NOT_FOUND). '
+    'Body: {"table": "db.t"}.',
     names.COMMIT: 'Free batches a replaying consumer has processed. Body: {"name", "offsets": {"P": seq}, '
     '"discard": false}; with "discard": true the offsets may pass what was read (a consumer that starts at '
     'the latest batches frees the older ones unread).',
@@ -91,7 +94,19 @@ def fail(reg: Registries, body: dict) -> dict:
 
 
 def drop(reg: Registries, body: dict) -> dict:
-    reg.push.drop(_require(body, "name", "drop"))
+    if ("name" in body) == (names.TABLE in body):
+        raise InvalidRequest("Action 'drop' takes exactly one of 'name' (a push table) or 'table' (a Paimon "
+                             "table DB.TABLE).")
+    if "name" in body:
+        reg.push.drop(body["name"])
+        return {}
+    name = table_name(body[names.TABLE], "the body of action 'drop'")
+    reg.paimon.table(name)  # NOT_FOUND, naming the table, when there is none
+    reg.ingest.drop(name, f"Paimon table {name!r} was dropped")
+    try:
+        reg.paimon.catalog().drop_table(name)
+    except compat.NOT_FOUND_ERRORS:
+        raise NotFound(f"Paimon table {name!r} does not exist; list_flights names the tables.", table=name) from None
     return {}
 
 
@@ -198,11 +213,11 @@ HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
 }
 assert tuple(HANDLERS) == names.ACTIONS == tuple(DESCRIPTIONS)
 
-# The grant each action needs, and the body key naming its table (None: no table, any principal).
-GRANTED_BY: dict[str, tuple[str, str] | None] = {
+# The grant each action needs, and the body key(s) naming its table (None: no table, any principal).
+GRANTED_BY: dict[str, tuple[str, str | tuple[str, ...]] | None] = {
     names.REGISTER: (ADMIN, "name"),
     names.FAIL: (ADMIN, "name"),
-    names.DROP: (ADMIN, "name"),
+    names.DROP: (ADMIN, ("name", names.TABLE)),  # a push table or a Paimon table
     names.COMMIT: (WRITE, "name"),
     names.STATS: (READ, "name"),
     names.LATEST_SNAPSHOT: (READ, "table"),
@@ -223,12 +238,15 @@ def run(reg: Registries, action: str, body: dict, access: Access) -> dict:
     if handler is None:
         raise InvalidRequest(f"Unknown action {action!r}; list_actions names them: {', '.join(HANDLERS)}.")
     granted_by = GRANTED_BY.get(action, (ADMIN, "name"))  # an action added without a grant: admin
-    if granted_by is not None and granted_by[1] in body:
-        grant, key = granted_by
-        table = body[key]
-        if not isinstance(table, str):
-            raise InvalidRequest(f"Action {action!r}: {key!r} must be a table name (a string), got {table!r}.")
-        access.require(grant, table, f"table {table!r} (action {action!r})")
+    if granted_by is not None:
+        grant, keys = granted_by
+        for key in (keys,) if isinstance(keys, str) else keys:
+            if key not in body:
+                continue
+            table = body[key]
+            if not isinstance(table, str):
+                raise InvalidRequest(f"Action {action!r}: {key!r} must be a table name (a string), got {table!r}.")
+            access.require(grant, table, f"table {table!r} (action {action!r})")
     result = handler(reg, body)
     if action == names.STATS and "name" not in body:
         result = {names.PUSH: {k: v for k, v in result[names.PUSH].items() if access.allows(READ, k)},

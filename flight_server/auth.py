@@ -9,7 +9,8 @@
 names and Paimon `DB.TABLE` names. Three grants, each independent of the others:
 - `read`: get_flight_info, get_schema, do_get, list_flights, stats, latest_snapshot, find_snapshot, consumer_progress
 - `write`: do_put, commit (a push table's offsets), consumer_commit, producer_state
-- `admin`: register, drop, fail, create_table
+- `admin`: register, drop, fail, create_table; with `admin` on `"*"`, the HTTP `/metrics` (its
+  series name every table)
 
 The server authenticates every call once (the middleware in `server_auth.py`) and asks an
 `Access` before it touches a table; this module is the one place a grant is decided. A token is
@@ -52,6 +53,10 @@ class Principal:
 
     def allows(self, grant: str, table: str) -> bool:
         return any(grant in g.allow and fnmatch.fnmatchcase(table, g.tables) for g in self.grants)
+
+    def holds_everywhere(self, grant: str) -> bool:
+        """Whether a grant on the pattern "*" gives `grant`: on every table, present and future."""
+        return any(grant in g.allow and g.tables == "*" for g in self.grants)
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,22 @@ class AuthConfig:
                 "The bearer token is not known to this server; check the token you pass "
                 "(--token, FLIGHT_PAIMON_TOKEN, Client(token=...), option 'token')."
             )
+        return Access(principal)
+
+    def metrics_scraper(self, authorization: str | None) -> Access:
+        """The Access of a /metrics scrape (`Authorization: Bearer TOKEN`). Its label values name
+        every table, so only a principal with `admin` on "*" may read it: UNAUTHENTICATED without a
+        known token, PERMISSION_DENIED for any other principal."""
+        how = ("send the header 'Authorization: Bearer TOKEN' of a principal with 'admin' on tables \"*\" "
+               "(Prometheus: authorization: {credentials: TOKEN} in the scrape config).")
+        if not authorization or authorization[:7].lower() != "bearer ":
+            raise Unauthenticated(f"/metrics needs a bearer token: {how}")
+        principal = self._by_hash.get(token_sha256(authorization[7:].strip()))
+        if principal is None:
+            raise Unauthenticated(f"/metrics: the bearer token is not known to this server; {how}")
+        if not principal.holds_everywhere(ADMIN):
+            raise PermissionDenied(f"Principal {principal.name!r} may not read /metrics: its series name every "
+                                   "table, so it needs an 'admin' grant on tables \"*\" in the --auth file.")
         return Access(principal)
 
     @property

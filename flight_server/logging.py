@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
 
 
+def no_color() -> bool:
+    """https://no-color.org: NO_COLOR set and not empty turns colour off in every output."""
+    return os.environ.get("NO_COLOR", "") != ""
+
+
 def configure(level: str = "info") -> None:
-    """JSON lines when stderr is not a TTY, coloured console lines when it is; all on stderr."""
+    """JSON lines when stderr is not a TTY, console lines (coloured unless NO_COLOR) when it is; all
+    on stderr."""
     renderer = (
-        structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=not no_color()) if sys.stderr.isatty()
+        else structlog.processors.JSONRenderer()
     )
     structlog.configure(
         processors=[

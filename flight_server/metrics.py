@@ -15,6 +15,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 
+from flight_server.auth import AuthConfig
+from flight_server.wire.errors import PermissionDenied, Unauthenticated
+
 NAMESPACE = "flight_paimon"
 
 
@@ -62,14 +65,27 @@ class Metrics:
             self.rows.remove("push", name, direction)
             self.bytes.remove("push", name, direction)
 
-    def serve_http(self, host: str, port: int) -> tuple[WSGIServer, str]:
-        """Serve `/metrics` and `/healthz` on a daemon thread; returns the server and its base URL."""
+    def serve_http(self, host: str, port: int, auth: AuthConfig | None = None) -> tuple[WSGIServer, str]:
+        """Serve `/metrics` and `/healthz` on a daemon thread; returns the server and its base URL.
+
+        With `auth` (serve --auth) /metrics answers only a bearer token of a principal with `admin`
+        on "*": its labels name every table, also those outside a reader's grants. /healthz stays
+        open (it tells only that the server serves), so liveness probes need no token."""
         metrics_app = make_wsgi_app(self.registry)
 
         def app(environ, start_response):
             if environ.get("PATH_INFO") == "/healthz":
                 start_response("200 OK", [("Content-Type", "text/plain")])
                 return [b"ok\n"]
+            if auth is not None:
+                try:
+                    auth.metrics_scraper(environ.get("HTTP_AUTHORIZATION"))
+                except (Unauthenticated, PermissionDenied) as e:
+                    headers = [("Content-Type", "text/plain; charset=utf-8")]
+                    if isinstance(e, Unauthenticated):  # RFC 6750: a 401 names the scheme it wants
+                        headers.append(("WWW-Authenticate", 'Bearer realm="flight-paimon metrics"'))
+                    start_response("401 Unauthorized" if isinstance(e, Unauthenticated) else "403 Forbidden", headers)
+                    return [f"{e}\n".encode()]
             return metrics_app(environ, start_response)
 
         httpd = make_server(host, port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)

@@ -404,7 +404,8 @@ def demo_spark_connect_and_write_stream(spark, uri: str, table: str) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--warehouse", default=str(ROOT / "warehouse"))
+    # Absolute: the servers run in the checkout (cwd ROOT), and pypaimon-rust cannot read a relative one.
+    p.add_argument("--warehouse", default=str(ROOT / "warehouse"), type=os.path.abspath)
     p.add_argument("--batches", type=int, default=100, help="64k-row batches in the push throughput step")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark section")
     args = p.parse_args()

@@ -266,3 +266,20 @@ def test_an_unnamed_producer_writes_into_a_paimon_table_and_a_wrong_schema_is_on
                           "column 'id' has type int32, expected int64.") and "\n" not in err, err
     assert err.endswith("nothing was written"), err
     assert paimon_rows(client, "db.events").num_rows == 100
+
+
+@pytest.mark.timeout(60)
+def test_the_node_producer_says_when_it_waits_on_a_full_partition(server, client):
+    """As the Python counter does: a producer with no reader says so instead of hanging silently."""
+    client.register("full", rows.SCHEMA, capacity=2)
+    p = subprocess.Popen([*_node_command(), "--uri", server.uri, "--table", "full", "--batches", "24",
+                          "--rows", "16000", "--timeout", "30"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, env=child_env(), cwd=ROOT)
+    try:
+        line = p.stderr.readline()  # blocks until the producer explains its wait (or fails)
+        assert line.startswith("producer.js: waiting for the server to take batch "), line
+        assert "partition 0 of push table 'full' is full: is a reader running?" in line, line
+        assert partition_stats(client, "full")["queued_batches"] == 2
+    finally:
+        p.kill()
+        p.wait(10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from producers.examples.counter import SCHEMA
+from producers.examples.counter import SCHEMA, make_batch
 from producers import Client
 from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Warehouse, rows
@@ -52,7 +53,7 @@ def test_serve_register_produce_tail_list_stats(server_process):
     assert "12 rows" in err and "rows/s" not in err  # the live rate is for terminals only
 
     listing = cli("list", "--uri", uri)
-    assert listing.returncode == 0 and "push/orders" in listing.stdout and "id:int64" in listing.stdout
+    assert listing.returncode == 0 and "push:orders" in listing.stdout and "id:int64" in listing.stdout
     stats = json.loads(cli("stats", "orders", "--uri", uri).stdout)
     part = stats["push"]["orders"]["partitions"]["0"]
     assert (part["state"], part["rows_in"], part["rows_out"], part["viewers"]) == ("eof", 12, 12, 0)
@@ -110,7 +111,7 @@ def test_cli_version_help_defaults_log_level_after_the_command_and_drop(server_p
     assert cli("register", "t", "--schema", "id:int64", "--uri", uri, "--log-level", "debug").returncode == 0
     dropped = cli("drop", "t", "--uri", uri)
     assert dropped.returncode == 0 and json.loads(dropped.stdout) == {"dropped": "t"}
-    assert "push/t" not in cli("list", "--uri", uri).stdout
+    assert "push:t" not in cli("list", "--uri", uri).stdout
     bad = cli("--log-level", "nonsense", "list")
     assert bad.returncode == 2 and "invalid choice: 'nonsense'" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -189,3 +190,70 @@ def test_create_makes_a_paimon_table_for_durable_writes_and_explains_mistakes(se
         assert "Traceback" not in out.stderr, out.stderr
     out = cli("serve", "--port", "0", "--warehouse", str(tmp_path / "w"), "--commit-interval-ms", "0")
     assert out.returncode == 2 and "must be positive" in out.stderr, out.stderr
+
+
+def _listed(uri: str) -> list[str]:
+    out = cli("list", "--uri", uri)
+    assert out.returncode == 0, out.stderr
+    return [line.split("\t")[0] for line in out.stdout.splitlines()]
+
+
+def test_the_names_list_prints_are_what_tail_and_drop_take(server_process):
+    uri = server_process.uri
+    client = Client(uri, timeout=10)
+    with client.register_streaming_table("orders", SCHEMA) as sink:
+        sink.write(make_batch(0, 3))
+    assert cli("create", "db.events", "--schema", "id:int64", "--uri", uri).returncode == 0
+    with client.paimon_sink("db.events") as sink:
+        sink.write(pa.table({"id": [7, 8]}))
+    listed = _listed(uri)
+    assert sorted(listed) == ["paimon:db.events", "push:orders"], listed
+    for name, ids in zip(sorted(listed), [[7, 8], [0, 1, 2]]):
+        out = cli("tail", name, "--from", "earliest", "--format", "jsonl", "--limit", str(len(ids)), "--uri", uri)
+        assert out.returncode == 0 and [json.loads(r)["id"] for r in out.stdout.splitlines()] == ids, (name, out.stderr)
+    for name in listed:
+        out = cli("drop", name, "--uri", uri)
+        assert out.returncode == 0 and json.loads(out.stdout) == {"dropped": name}, (name, out.stderr)
+    assert _listed(uri) == []
+
+
+def test_drop_removes_a_paimon_table_so_create_can_make_it_again(server_process, warehouse):
+    uri = ["--uri", server_process.uri]
+    client = Client(server_process.uri, timeout=10)
+    assert cli("create", "db.t", "--schema", "id:int64", *uri).returncode == 0
+    with client.paimon_sink("db.t", producer="p") as sink:  # this server now has a committer for db.t
+        sink.write(pa.table({"id": [1, 2]}))
+    again = cli("create", "db.t", "--schema", "id:int64,name:string", *uri)
+    assert again.returncode == 1 and "already exists; drop it first" in again.stderr, again.stderr
+    dropped = cli("drop", "db.t", *uri)  # what the message asks for
+    assert dropped.returncode == 0 and json.loads(dropped.stdout) == {"dropped": "db.t"}, dropped.stderr
+    assert not os.path.exists(os.path.join(warehouse, "db.db", "t")) and "paimon:db.t" not in _listed(server_process.uri)
+    assert cli("create", "db.t", "--schema", "id:int64,name:string", *uri).returncode == 0
+    with client.paimon_sink("db.t", producer="p") as sink:  # a new committer, a fresh producer history
+        assert sink.last_seq is None
+        sink.write(pa.table({"id": [3], "name": ["c"]}))
+    assert Warehouse(warehouse).read("db.t").to_pylist() == [{"id": 3, "name": "c"}]
+    missing = cli("drop", "paimon:db.gone", *uri)
+    assert missing.returncode == 2 and "Paimon table 'db.gone' does not exist" in missing.stderr, missing.stderr
+
+
+@pytest.mark.timeout(60)
+def test_tail_limit_0_returns_at_once(server_process):
+    Client(server_process.uri, timeout=10).register("idle", SCHEMA)  # nothing will ever arrive
+    out = cli("tail", "push:idle", "--limit", "0", "--uri", server_process.uri, timeout=20)
+    assert out.returncode == 0 and out.stdout == "" and "0 rows in" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_list_piped_into_head_exits_0(server_process):
+    """`list | head -1` under `set -o pipefail`: list's own exit status is the pipeline's."""
+    uri = server_process.uri
+    client = Client(uri, timeout=10)
+    wide = pa.schema([(f"a_rather_long_column_name_{i}", pa.int64()) for i in range(40)])
+    for i in range(100):  # ~150 KB of listing: list still writes when head has gone
+        client.register(f"wide_{i}", wide)
+    pipeline = f"set -o pipefail; {sys.executable} -m flight_server.cli list --uri {uri} | head -1"
+    out = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                         timeout=60)
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 1, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr

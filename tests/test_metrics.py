@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import re
+import socket
+import struct
+import subprocess
+import sys
+import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pyarrow.flight as flight
 import pytest
@@ -13,7 +21,7 @@ from flight_server.cli.process import ServerProcess
 from flight_server.wire import names
 from producers import Client
 from producers.examples.counter import SCHEMA, make_batch
-from tests.conftest import wait_for
+from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Follower, Warehouse, command, rows
 
 
@@ -104,3 +112,83 @@ def test_metrics_count_durable_writes_and_their_group_commits(warehouse):
         assert m[("flight_paimon_ingest_commits_total", label)] == latest  # one snapshot per group commit
         assert m[("flight_paimon_ingest_commit_seconds_count", label)] == latest
         assert m[("flight_paimon_rows_total", (("direction", "in"), ("kind", "paimon"), ("table", "db.events")))] == 50
+
+
+def listening_address(port: int) -> str:
+    """The address the socket listening on `port` is bound to, from Linux's /proc/net/tcp and tcp6
+    (gRPC listens on IPv6 sockets: ::ffff:127.0.0.1 shows as 127.0.0.1, :: as "::")."""
+    for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for line in Path("/proc/net", name).read_text().splitlines()[1:]:
+            fields = line.split()
+            host, hex_port = fields[1].split(":")
+            if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                # The kernel prints each 32-bit word of the address in host (little-endian) order.
+                raw = b"".join(struct.pack("<I", int(host[i:i + 8], 16)) for i in range(0, len(host), 8))
+                address = ipaddress.ip_address(socket.inet_ntop(family, raw))
+                return str(getattr(address, "ipv4_mapped", None) or address)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+def outward_address() -> str | None:
+    """This host's address towards other hosts (no packet is sent), None when it has only loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))
+        except OSError:
+            return None
+        address = s.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+def get(url: str, token: str | None = None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+@pytest.mark.timeout(60)
+def test_the_metrics_port_listens_on_loopback_unless_told_otherwise(warehouse):
+    with ServerProcess(warehouse, "--host", "0.0.0.0", "--insecure", "--metrics-port", "0") as server:
+        url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
+        metrics_port, flight_port = int(url.rsplit(":", 1)[1]), int(server.uri.rsplit(":", 1)[1])
+        assert listening_address(flight_port) in ("0.0.0.0", "::")  # every address, as --host asked
+        assert listening_address(metrics_port) == "127.0.0.1" and url.startswith("http://127.0.0.1:")
+        assert get(url + "/healthz") == (200, "ok\n")
+        outward = outward_address()
+        if outward is not None:  # from another host's side: the Flight port answers, the metrics port does not
+            socket.create_connection((outward, flight_port), timeout=5).close()
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((outward, metrics_port), timeout=5)
+    # Another address for metrics is asked for, and like --host it needs --auth (or --insecure).
+    out = subprocess.run([sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--warehouse", warehouse,
+                          "--metrics-port", "0", "--metrics-host", "0.0.0.0"], capture_output=True, text=True,
+                         timeout=60, env=child_env(), cwd=ROOT)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "refusing to serve --metrics-host 0.0.0.0 without --auth" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_with_auth_metrics_answer_only_a_principal_with_admin_on_every_table(warehouse, tmp_path):
+    tokens = {"ops": "ops-token-0123456789", "reader": "reader-token-0123456789", "owner": "owner-token-0123456789"}
+    auth = {"principals": [
+        {"name": "ops", "token": tokens["ops"], "grants": [{"tables": "*", "allow": ["read", "write", "admin"]}]},
+        {"name": "reader", "token": tokens["reader"], "grants": [{"tables": "*", "allow": ["read"]}]},
+        {"name": "owner", "token": tokens["owner"], "grants": [{"tables": "orders*", "allow": ["admin"]}]},
+    ]}
+    (tmp_path / "auth.json").write_text(json.dumps(auth))
+    with ServerProcess(warehouse, "--auth", str(tmp_path / "auth.json"), "--metrics-port", "0") as server:
+        url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
+        Client(server.uri, timeout=10, token=tokens["ops"]).register("secret_table", SCHEMA)
+        status, body = get(url + "/metrics")
+        assert status == 401 and "Authorization: Bearer TOKEN" in body and "secret_table" not in body, body
+        status, body = get(url + "/metrics", "not-a-known-token-at-all")
+        assert status == 401 and "not known" in body and "secret_table" not in body, body
+        for who in ("reader", "owner"):  # read on every table, admin on some: neither may see every name
+            status, body = get(url + "/metrics", tokens[who])
+            assert status == 403 and f"Principal {who!r} may not read /metrics" in body, body
+        status, body = get(url + "/metrics", tokens["ops"])
+        assert status == 200 and 'flight_paimon_push_queued_batches{partition="0",table="secret_table"}' in body
+        assert get(url + "/healthz") == (200, "ok\n")  # liveness probes need no token

@@ -205,6 +205,16 @@ def test_inside_its_grants_a_principal_works_outside_it_is_denied_naming_table_a
     admin.drop("audit")
 
 
+def test_dropping_a_paimon_table_needs_the_admin_grant_on_it(tls_server, pki):
+    admin, etl = client_for(tls_server, pki, "admin"), client_for(tls_server, pki, "etl")
+    admin.create_table("db.orders_scratch", PUSH_SCHEMA)  # etl holds read and write grants, no admin
+    e = refused(lambda: etl.action("drop", {"table": "db.orders_scratch"}))
+    assert isinstance(e, PermissionDenied) and "may not admin" in str(e) and "'db.orders_scratch'" in str(e), e
+    assert admin.action("drop", {"table": "db.orders_scratch"}) == {}
+    with pytest.raises(KeyError, match="'db.orders_scratch' does not exist"):
+        admin.action("drop", {"table": "db.orders_scratch"})
+
+
 def test_a_ticket_planned_for_one_principal_is_refused_for_another(tls_server, pki):
     etl, admin = client_for(tls_server, pki, "etl"), client_for(tls_server, pki, "admin")
     info = etl.flight.get_flight_info(flight.FlightDescriptor.for_path("paimon", "db.orders"), options=etl.options())
@@ -274,7 +284,7 @@ def test_cli_over_mtls_with_token_from_the_environment_or_the_flag(mtls_server, 
                f"--token={TOKENS['reader']}", *certs)
     assert out.returncode == 0 and len(out.stdout.splitlines()) == 50, out.stderr
     out = _cli(child_env(), "list", f"--token={TOKENS['reader']}", *certs)
-    assert out.returncode == 0 and out.stdout.split("\t")[0] == "paimon/db.orders" and "orders_cli" not in out.stdout
+    assert out.returncode == 0 and out.stdout.split("\t")[0] == "paimon:db.orders" and "orders_cli" not in out.stdout
     out = _cli(child_env(), "drop", "orders_cli", f"--token={TOKENS['admin']}", *certs)
     assert out.returncode == 0, out.stderr
 

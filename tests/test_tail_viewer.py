@@ -198,3 +198,48 @@ def test_the_table_format_aligns_unicode_escapes_control_characters_and_cuts_lon
     assert len({cell_len(line) for line in lines}) == 1, lines  # every row as wide: columns line up
     assert "tab\\there" in lines[2] and "line\\nbreak" in lines[3] and "\t" not in out  # escaped, one row each
     assert "NULL" in lines[4] and "x" * 40 in lines[4] and "…" in lines[4] and "x" * 70 not in out
+
+
+@pytest.mark.timeout(60)
+def test_on_a_terminal_the_rate_line_stays_off_the_rows_and_the_columns_stay_put(client):
+    """Rows of a later batch are wider (ids 1 to 100000) and arrive after the rate line is shown:
+    each row is a line of its own, as wide as the header."""
+    from rich.cells import cell_len
+
+    from tests.terminal import Terminal, visible_lines
+
+    client.register("widths", SCHEMA, capacity=16)
+    sink = client.sink("widths")
+    term = Terminal([sys.executable, "-m", "flight_server.cli", "tail", "push:widths", "--uri", client.uri])
+    try:
+        wait_for(lambda: viewers(client, "widths") == 1, "the tail to attach as a viewer")
+        sink.write(make_batch(1, 1))
+        term.read_until(b"rows/s", "the rate line (after a second)")
+        for k in range(1, 6):
+            sink.write(make_batch(10 ** k, 1))
+        term.read_until(b"row-100000", "the widest row")
+        term.type(b"\x03")  # Ctrl-C
+        assert term.wait() == 0, term.screen[-1000:]
+    finally:
+        sink.close()
+        term.stop()
+    lines = [line for line in visible_lines(term.screen) if line.strip()]
+    header, rule, rows, summary = lines[0], lines[1], lines[2:-1], lines[-1]
+    assert header.split() == ["id", "name", "ts", "_partition", "_seq"] and set(rule) == {"─"}, lines
+    assert [r.split()[:2] for r in rows] == [[str(10 ** k), f"row-{10 ** k}"] for k in range(6)], lines
+    assert {cell_len(r.rstrip()) for r in rows} == {cell_len(rows[0].rstrip())}, rows  # one width for all rows
+    assert cell_len(rows[0]) == cell_len(header), (header, rows[0])
+    assert summary.startswith("6 rows in "), lines
+
+
+def test_the_table_format_piped_into_head_exits_0(client):
+    """`tail | head -3` under `set -o pipefail`: tail's own exit status is the pipeline's."""
+    with client.register_streaming_table("many", SCHEMA, capacity=400) as sink:
+        for i in range(300):  # ~1 MB of table text: tail still writes when head has gone
+            sink.write(make_batch(i * 50, 50))
+    pipeline = (f"set -o pipefail; {sys.executable} -m flight_server.cli tail push:many --from earliest "
+                f"--uri {client.uri} | head -3")
+    out = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                         timeout=60)
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 3, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr, out.stderr

@@ -12,10 +12,11 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server import logging as fp_logging
-from flight_server.cli import CliError
+from flight_server.cli import CliError, targets
 from flight_server.cli.serve import cmd_serve
 from flight_server.cli.tail import cmd_tail as _tail
 from flight_server.limits import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_STREAMS, DEFAULT_MAX_TABLES, parse_bytes
+from flight_server.wire import names
 from flight_server.wire.errors import connection_hint
 from producers.client import Client, error_message
 
@@ -70,6 +71,22 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _warehouse(text: str) -> str:
+    """A local warehouse as an absolute path: pypaimon-rust cannot plan or read a relative one
+    (pypaimon then falls back to its slower Python scanner on every read). URIs stay as given."""
+    return text if "://" in text else os.path.abspath(os.path.expanduser(text))
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; pass 0 or more")
+    return value
+
+
 def _option(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -78,7 +95,12 @@ def _option(text: str) -> tuple[str, str]:
 
 
 def cmd_drop(args) -> int:
-    _client(args).drop(args.name)
+    kind, name = targets.parse(args.name, "drop", bare_push=True)
+    client = _client(args)
+    if kind == names.PUSH:
+        client.drop(name)
+    else:
+        client.action(names.DROP, {names.TABLE: name})
     print(json.dumps({"dropped": args.name}))
     return 0
 
@@ -86,7 +108,7 @@ def cmd_drop(args) -> int:
 def cmd_list(args) -> int:
     client = _client(args)
     for info in client.flight.list_flights(args.prefix.encode(), options=client.options()):
-        path = "/".join(p.decode() for p in info.descriptor.path) if info.descriptor.path else "?"
+        path = targets.spelled([p.decode() for p in info.descriptor.path])  # as tail and drop take it
         cols = ", ".join(f"{f.name}:{f.type}" for f in info.schema)
         print(f"{path}\tendpoints={len(info.endpoints)}\t{cols}")
     return 0
@@ -102,7 +124,17 @@ def cmd_tail(args) -> int:
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-HELP = argparse.ArgumentDefaultsHelpFormatter
+
+
+class HELP(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's "(default: X)" only where the help does not state the default itself and there is
+    one to state: each default shows once, and never as "(default: None)"."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default is None or action.default is False or "default" in text or "unset:" in text:
+            return text
+        return super()._get_help_string(action)
 
 
 def _version() -> str:
@@ -129,8 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("serve", "run the server (FLIGHT_PAIMON_TICKET_KEY: the ticket key servers of one warehouse share)",
                 cmd_serve)
-    p.add_argument("--warehouse", default="./warehouse",
-                   help="Paimon warehouse: a directory, or an object store URI such as s3://bucket/path")
+    p.add_argument("--warehouse", default="./warehouse", type=_warehouse,
+                   help="Paimon warehouse: a directory (created when missing), or an object store URI such as "
+                        "s3://bucket/path")
     p.add_argument("--warehouse-option", action="append", type=_option, metavar="KEY=VALUE",
                    help="a pypaimon catalog/filesystem option (repeatable), e.g. s3.endpoint=http://HOST:9000, "
                         "s3.region, s3.access-key, s3.secret-key, s3.path-style-access=true")
@@ -140,18 +173,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shutdown-timeout", type=float, default=5.0,
                    help="seconds SIGTERM/SIGINT wait for calls to end before the process exits anyway")
     p.add_argument("--metrics-port", type=int,
-                   help="serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one; unset: off)")
+                   help="serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one; unset: off); "
+                        "with --auth, /metrics needs the bearer token of a principal with 'admin' on \"*\"")
+    p.add_argument("--metrics-host", default="127.0.0.1",
+                   help="address the metrics port listens on (another than loopback needs --auth or --insecure, "
+                        "as --host does)")
     p.add_argument("--commit-interval-ms", type=int, default=100,
                    help="durable writes: commit the batches of a Paimon table's producers at most this often")
-    p.add_argument("--commit-bytes", type=int, default=64 << 20,
-                   help="durable writes: commit sooner once this many bytes wait; producers wait past it")
+    p.add_argument("--commit-bytes", type=_size, default="64MiB",
+                   help="durable writes: commit sooner once this many bytes wait, e.g. 16MiB; producers wait "
+                        "past it")
     s = p.add_argument_group("security (docs/protocol.md, \"Security\")")
     s.add_argument("--tls-cert", help="PEM certificate chain: serve grpc+tls:// (with --tls-key)")
     s.add_argument("--tls-key", help="PEM private key of --tls-cert")
     s.add_argument("--tls-client-ca", help="PEM CA: demand client certificates it signed (mTLS)")
     s.add_argument("--auth", help="JSON file of principals, sha256 of their bearer tokens, and grants per table pattern")
     s.add_argument("--insecure", action="store_true",
-                   help="serve a non-loopback --host without --auth (anyone who reaches the port may do anything)")
+                   help="serve a non-loopback --host or --metrics-host without --auth (anyone who reaches the "
+                        "port may do anything)")
     s = p.add_argument_group("limits")
     s.add_argument("--max-memory", type=_size,
                    help="bytes all push tables may hold, e.g. 2GiB: register reserves partitions x capacity_bytes "
@@ -197,12 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", type=_option, help="a Paimon table option KEY=VALUE (repeatable)")
     client_args(p)
 
-    p = command("drop", "drop a push table: its blocked writers and readers get an error", cmd_drop)
-    p.add_argument("name", help="push table name")
+    p = command("drop", "drop a push table (its blocked writers and readers get an error) or a Paimon table "
+                "(its data and snapshots are deleted)", cmd_drop)
+    p.add_argument("name", metavar="TABLE", help="push:NAME (or just NAME), or DB.TABLE (or paimon:DB.TABLE), as "
+                   "`list` prints it")
     client_args(p)
 
     p = command("tail", "print rows of push:NAME or of Paimon table DB.TABLE as they arrive", cmd_tail)
-    p.add_argument("target", help="push:NAME, DB.TABLE or paimon:DB.TABLE")
+    p.add_argument("target", help="push:NAME, DB.TABLE or paimon:DB.TABLE, as `list` prints it")
     p.add_argument("--from", dest="start", default="latest",
                    help="Paimon: latest | latest-full | earliest | from-snapshot | from-snapshot-full (Spark's "
                         "scan.mode names; the last two with --snapshot-id); push: latest | earliest (the batches "
@@ -212,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--consumer-id", help="Paimon consumer id: resume where it stopped, commit after printing")
     p.add_argument("--poll-interval-ms", type=int, default=100, help="Paimon snapshot poll interval")
     p.add_argument("--format", choices=["table", "jsonl"], default="table", help="output format")
-    p.add_argument("--limit", type=int, help="stop after this many rows")
+    p.add_argument("--limit", type=_count, help="stop after this many rows")
     client_args(p)
 
     p = command("list", "list push tables and Paimon tables", cmd_list)
@@ -230,7 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     fp_logging.configure(args.log_level)
     where = f"flight_cli {args.command}"
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe raises here, not in the flush at exit (exit code 120)
+        return status
+    except BrokenPipeError:
+        # `flight_cli list | head -1`: the reader has all it wanted, which is no error. Point stdout
+        # at /dev/null so the flush at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except CliError as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 2

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from flight_server.logging import no_color
+
 
 def json_value(value):
     """A value as strict JSON: ISO-8601 times, null for NaN and infinities, base64 bytes, exact decimals."""
@@ -46,23 +48,56 @@ def cell(value) -> str:
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
+def _type_width(t: pa.DataType | None) -> int:
+    """Room most values of a column of type `t` need (None: a label such as _seq): set up front, so
+    an id that grows from 99 to 100 in a later batch does not push the columns out of line; small
+    enough that a few columns fit an 80-column terminal."""
+    if t is None:
+        return 6
+    if pa.types.is_integer(t):
+        top = -(1 << (t.bit_width - 1)) if pa.types.is_signed_integer(t) else (1 << t.bit_width) - 1
+        return min(len(str(top)), 10)
+    if pa.types.is_timestamp(t):
+        return {"s": 19, "ms": 26, "us": 26, "ns": 29}[t.unit] + (6 if t.tz else 0)
+    if pa.types.is_date(t):
+        return 10
+    if pa.types.is_time(t):
+        return 15
+    if pa.types.is_boolean(t):
+        return 5
+    if pa.types.is_decimal(t):
+        return t.precision + 2
+    if pa.types.is_floating(t):
+        return 10
+    return 16  # strings, bytes, nested: room for values a little longer than the first batch's
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich exits with code 1; a closed pipe is how `tail | head` ends, so tail's own handler
+        # ends it quietly with 0.
+        raise BrokenPipeError
+
+
 class _Table:
-    """An aligned table that streams: column widths are set by the first batch and only grow (so
-    batches line up as long as they can), are fitted to the terminal's width, and cut a cell wider
-    than MAX_WIDTH with an ellipsis; rich measures unicode cells."""
+    """An aligned table that streams: the column widths are fixed when the header is printed (the
+    first batch's cells, and at least what the column's type usually needs), so every later row
+    lines up under the header; a wider cell is cut with an ellipsis, as is any cell wider than
+    MAX_WIDTH. Fitted to the terminal's width; rich measures unicode cells."""
 
     MAX_WIDTH = 48  # a cell wider than this is cut, with an ellipsis
 
     def __init__(self):
         terminal = sys.stdout.isatty()
-        self.console = Console(highlight=False, soft_wrap=False, width=None if terminal else 1 << 16)
+        self.console = _Console(highlight=False, soft_wrap=False, width=None if terminal else 1 << 16,
+                                no_color=no_color() or None)
         self.widths: list[int] | None = None
 
-    def print(self, names: list[str], rows: list[list[str]]) -> None:
+    def print(self, names: list[str], types: list, rows: list[list[str]]) -> None:
         header = self.widths is None
-        wanted = [min(max([cell_len(n)] + [cell_len(r[i]) for r in rows]), self.MAX_WIDTH)
-                  for i, n in enumerate(names)]
-        self.widths = self._fit(wanted if header else [max(a, b) for a, b in zip(self.widths, wanted)])
+        if header:
+            self.widths = self._fit([min(max([cell_len(n), _type_width(t)] + [cell_len(r[i]) for r in rows]),
+                                         self.MAX_WIDTH) for i, (n, t) in enumerate(zip(names, types))])
         table = Table(box=box.SIMPLE_HEAD, show_header=header, show_edge=False, pad_edge=False, padding=(0, 1))
         for name, width in zip(names, self.widths):
             table.add_column(Text(name), width=width, no_wrap=True, overflow="ellipsis")
@@ -79,14 +114,17 @@ class _Table:
 
 class Output:
     """tail's output: rows as they arrive, as strict JSON lines or an aligned table; a current rate
-    on stderr when it is a terminal."""
+    on stderr when it is a terminal, kept on its own line below the rows."""
 
     def __init__(self, fmt: str, limit: int | None):
         self.fmt, self.limit = fmt, limit
         self.rows = 0
         self.start = time.monotonic()
         self.tty = sys.stderr.isatty()
+        self._rows_on_tty = sys.stdout.isatty()  # rows and rate share the screen: rows must not land on it
         self._window = (self.start, 0)  # (since, rows) of the rate shown
+        self._rate = ""  # the rate line's text ("" until a second has passed)
+        self._shown = False  # whether the rate line is on the screen now
         self._table = _Table() if fmt == "table" else None
 
     def batch(self, batch: pa.RecordBatch, extra: dict) -> bool:
@@ -94,13 +132,15 @@ class Output:
         rows = batch.to_pylist()
         if self.limit is not None:
             rows = rows[: self.limit - self.rows]
+        if rows and self._rows_on_tty:
+            self.clear_rate()
         if self._table is None:
             out = "\n".join(json.dumps({**json_value(r), **extra}, allow_nan=False, ensure_ascii=False)
                             for r in rows)
             if out:
                 print(out, flush=True)
         elif rows:
-            self._table.print(batch.schema.names + list(extra),
+            self._table.print(batch.schema.names + list(extra), list(batch.schema.types) + [None] * len(extra),
                               [[cell(v) for v in r.values()] + [str(v) for v in extra.values()] for r in rows])
             sys.stdout.flush()
         self.rows += len(rows)
@@ -109,9 +149,26 @@ class Output:
 
     def tick(self) -> None:
         """Show the rows per second of the last second or so, on a terminal only."""
+        if not self.tty:
+            return
         since, rows = self._window
         now = time.monotonic()
-        if self.tty and now - since >= 1.0:
-            print(f"\r\033[K{(self.rows - rows) / (now - since):,.0f} rows/s, {self.rows} rows",
-                  end="", file=sys.stderr, flush=True)
+        if now - since >= 1.0:
+            rate = f"{(self.rows - rows) / (now - since):,.0f} rows/s, {self.rows} rows"
             self._window = (now, self.rows)
+            self._shown = self._shown and rate == self._rate
+            self._rate = rate
+        if self._rate and not self._shown:
+            print(f"\r\033[K{self._rate}", end="", file=sys.stderr, flush=True)
+            self._shown = True
+
+    def clear_rate(self) -> None:
+        """Take the rate line off the screen (the cursor back at its start), for what comes next."""
+        if self._shown:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+            self._shown = False
+
+    def finish(self) -> None:
+        """The last line, on stderr: how many rows in how long."""
+        self.clear_rate()
+        print(f"{self.rows} rows in {time.monotonic() - self.start:.2f}s", file=sys.stderr)

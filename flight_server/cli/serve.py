@@ -57,9 +57,15 @@ def _read(path: str, flag: str) -> bytes:
         raise CliError(f"cannot read {flag} {path!r}: {e.strerror}.") from None
 
 
+def _exposed(args) -> list[str]:
+    """What the flags make reachable from other hosts: the Flight port, the metrics port."""
+    ports = [("--host", args.host)] + ([("--metrics-host", args.metrics_host)] if args.metrics_port is not None else [])
+    return [f"{flag} {host}" for flag, host in ports if not _is_loopback(host)]
+
+
 def security(args) -> tuple[str, dict]:
     """The listen scheme and the server's TLS and auth arguments, from the flags; refuses to serve a
-    non-loopback address without --auth unless --insecure."""
+    non-loopback address without --auth unless --insecure, and warns when it is --insecure."""
     kwargs = {}
     if (args.tls_cert is None) != (args.tls_key is None):
         raise CliError("--tls-cert and --tls-key go together: pass the certificate chain and its private key.")
@@ -76,11 +82,28 @@ def security(args) -> tuple[str, dict]:
             kwargs["auth"] = AuthConfig.load(args.auth)
         except AuthConfigError as e:
             raise CliError(str(e)) from None
-    elif not args.insecure and not _is_loopback(args.host):
-        raise CliError(f"refusing to serve {args.host} without --auth: anyone who reaches it could read, write and "
-                       "drop every table. Pass --auth FILE (principals, tokens, grants), or --insecure to serve it "
-                       "open anyway.")
+    elif exposed := _exposed(args):
+        if not args.insecure:
+            raise CliError(f"refusing to serve {' and '.join(exposed)} without --auth: anyone who reaches it could "
+                           "read, write and drop every table (or, on the metrics port, see every table's name). "
+                           "Pass --auth FILE (principals, tokens, grants), or --insecure to serve it open anyway.")
+        # One line, before the server starts: an operator who passed --insecure long ago is reminded.
+        print(f"flight_cli serve: warning: --insecure: {' and '.join(exposed)} is reachable from other hosts "
+              f"without {'tokens' if args.tls_cert else 'TLS or tokens'}; anyone who reaches it may read, write "
+              "and drop every table. Pass --auth FILE (and --tls-cert) to close it.", file=sys.stderr, flush=True)
     return scheme, kwargs
+
+
+def _local_warehouse(path: str) -> None:
+    """A local --warehouse is a directory, or will be one: a file in its place is one clear line
+    here, not a traceback from the first read."""
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        what = "is a file" if existing == path else f"is under {existing!r}, a file"
+        raise CliError(f"--warehouse {path!r} {what}, not a directory; pass a directory (it is created when "
+                       "missing) or an object store URI such as s3://bucket/path.")
 
 
 def limits(args) -> dict:
@@ -103,11 +126,13 @@ def cmd_serve(args) -> int:
     if args.commit_interval_ms < 1 or args.commit_bytes < 1:
         raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}) and --commit-bytes ({args.commit_bytes}) "
                        "must be positive.")
+    remote = "://" in args.warehouse  # an object store (s3://...): pypaimon's filesystem options apply
+    if not remote:
+        _local_warehouse(args.warehouse)
     scheme, secured = security(args)
     _check_port_free(args.host, args.port)
     if args.metrics_port is not None:
-        _check_port_free(args.host, args.metrics_port)
-    remote = "://" in args.warehouse  # an object store (s3://...): pypaimon's filesystem options apply
+        _check_port_free(args.metrics_host, args.metrics_port)
     try:
         server = FlightPaimonServer(f"{scheme}://{args.host}:{args.port}", advertise=args.advertise,
                                     ticket_key=key, warehouse=args.warehouse, metrics=args.metrics_port is not None,
@@ -126,16 +151,20 @@ def cmd_serve(args) -> int:
     metrics_url = None
     if server.metrics is not None:
         try:
-            _, metrics_url = server.metrics.serve_http(args.host, args.metrics_port)
+            _, metrics_url = server.metrics.serve_http(args.metrics_host, args.metrics_port, secured.get("auth"))
         except OSError as e:
-            raise CliError(f"cannot serve metrics on {args.host}:{args.metrics_port}: {e.strerror}.") from None
+            server.shutdown()
+            raise CliError(f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {e.strerror}.") from None
     if not remote:
-        os.makedirs(args.warehouse, exist_ok=True)  # only once the server listens: a failed start creates nothing
+        try:
+            os.makedirs(args.warehouse, exist_ok=True)  # only once the server listens: a failed start creates nothing
+        except OSError as e:
+            server.shutdown()
+            raise CliError(f"cannot create --warehouse {args.warehouse!r}: {e.strerror}.") from None
     thread = threading.Thread(target=server.serve, name="flight-serve", daemon=True)
     thread.start()
     metrics = f", metrics {metrics_url}/metrics" if metrics_url else ""
-    where = args.warehouse if remote else os.path.abspath(args.warehouse)
-    print(f"flight-paimon serving {server.uri} (warehouse {where}{metrics})", flush=True)
+    print(f"flight-paimon serving {server.uri} (warehouse {args.warehouse}{metrics})", flush=True)
     log.info("serving", uri=server.uri, advertise=server.advertise, warehouse=args.warehouse,
              malloc_arena_max=1 if allocator.one_malloc_arena_set() else None,
              auth=f"{len(secured['auth'].principals)} principals" if "auth" in secured else None,

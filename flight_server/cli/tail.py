@@ -15,11 +15,10 @@ import os
 import queue
 import sys
 import threading
-import time
 
 import pyarrow.flight as flight
 
-from flight_server.cli import CliError
+from flight_server.cli import CliError, targets
 from flight_server.wire import allocator, messages, names
 from flight_server.wire.requests import follow_start
 from flight_server.cli.output import Output
@@ -28,19 +27,17 @@ from producers.client import Client, EndpointReader, FollowProgress, error_messa
 
 def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | None]:
     """The endpoints to read, what each one's rows are labelled with, and the Paimon table (if any)."""
-    if args.target.startswith(names.PUSH + ":"):
+    kind, name = targets.parse(args.target, "target")
+    if kind == names.PUSH:
         if args.consumer_id:
             raise CliError("--consumer-id is for Paimon tables (DB.TABLE); a viewer of a push table records nothing.")
         if args.start not in names.VIEW_STARTS or args.snapshot_id is not None:
             raise CliError(f"--from {args.start!r}: a push table is viewed from 'earliest' (the batches still "
                            "held) or 'latest' (new ones only), without --snapshot-id.")
-        name = args.target[len(names.PUSH) + 1:]
         info = client.view_info(name, args.start, args.partition)
         partitions = [args.partition] if args.partition is not None else list(range(len(info.endpoints)))
         return info, [{"_partition": p} for p in partitions], None
-    table = args.target.removeprefix(names.PAIMON + ":")
-    if table.count(".") != 1:
-        raise CliError(f"target {args.target!r} is neither push:NAME nor DB.TABLE (or paimon:DB.TABLE).")
+    table = name
     if args.partition is not None:
         raise CliError("--partition is for push tables; a Paimon follow reads every bucket.")
     # Paimon's scan.mode names, as Spark's option takes them; `snapshot:N` is the older spelling.
@@ -57,6 +54,9 @@ def cmd_tail(args, client: Client) -> int:
     allocator.reuse_batch_buffers()
     info, labels, table = _plan(args, client)
     printer = Output(args.format, args.limit)
+    if args.limit == 0:  # the plan checked the target; there is nothing to wait for
+        printer.finish()
+        return 0
     progress = FollowProgress(len(info.endpoints))
     results: queue.Queue = queue.Queue(maxsize=8)
     done = object()
@@ -87,7 +87,8 @@ def cmd_tail(args, client: Client) -> int:
                 open_streams -= 1
                 continue
             if isinstance(item, BaseException):
-                print(f"\nflight_cli tail: {error_message(item)}", file=sys.stderr)
+                printer.clear_rate()
+                print(f"flight_cli tail: {error_message(item)}", file=sys.stderr)
                 status = 1
                 break
             i, batch, metadata = item
@@ -112,6 +113,5 @@ def cmd_tail(args, client: Client) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     for reader in readers:
         reader.cancel()
-    elapsed = time.monotonic() - printer.start
-    print(f"{chr(10) if printer.tty else ''}{printer.rows} rows in {elapsed:.2f}s", file=sys.stderr)
+    printer.finish()
     return status

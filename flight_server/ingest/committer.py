@@ -164,6 +164,10 @@ class TableCommitter:
             self._queue, self._queued_bytes = [], 0
             self._cond.notify_all()
 
+    def join(self, timeout: float) -> None:
+        """Wait (at most `timeout` s) for the thread to stop: after `close`, once the commit in flight landed."""
+        self._thread.join(timeout)
+
     def stats(self) -> dict:
         """What `stats` shows of the table's durable writes on this server."""
         with self._cond:

@@ -42,6 +42,15 @@ class Ingest:
         self._committers: dict[str, TableCommitter] = {}
         self._closed: str | None = None
 
+    def drop(self, name: str, reason: str, wait_s: float = 30.0) -> None:
+        """Fail the table's streams and let its commit in flight land (the table is being dropped:
+        a commit after the delete would leave snapshot files a table created again would adopt)."""
+        with self._lock:
+            committer = self._committers.pop(name, None)
+        if committer is not None:
+            committer.close(reason)
+            committer.join(wait_s)
+
     def committer(self, name: str) -> TableCommitter:
         """The table's committer; a table dropped and created again gets a new one."""
         table = self.paimon.table(name)

@@ -53,6 +53,26 @@ function options() {
   };
 }
 
+// A write (or the close) that waits this long waits for room on the server: say so, once per
+// wait, as the Python producers do, so a producer with no reader is not a silent hang.
+const STALL_MS = 2000;
+
+async function noticed(promise, notice) {
+  const timer = setTimeout(() => console.error(notice()), STALL_MS);
+  try {
+    return await promise;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function waitingFor(o, stream, what) {
+  const why = o.paimon === null
+    ? `partition ${o.partition} of push table '${o.table}' is full: is a reader running?`
+    : `the server's queue of Paimon table '${o.paimon}' is full (serve --commit-bytes): are its commits slow?`;
+  return () => `producer.js: waiting for the server to take ${what} (acked up to ${stream.acked}); ${why}`;
+}
+
 async function main() {
   const o = options();
   const schema = demoSchema({ wrongSchema: o.wrongSchema });
@@ -78,14 +98,15 @@ async function main() {
   const count = o.failAfter === null ? o.batches : Math.min(o.failAfter, o.batches);
   try {
     for (let b = start; b < count; b++) {
-      await stream.writeBatch(makeBatch(schema, o.firstRow + b * o.rows, o.rows), o.producer === null ? null : { seq: b });
+      const batch = makeBatch(schema, o.firstRow + b * o.rows, o.rows);
+      await noticed(stream.writeBatch(batch, o.producer === null ? null : { seq: b }), waitingFor(o, stream, `batch ${b}`));
       console.log(`sent ${b} rows=${o.rows}`);
     }
     if (o.failAfter !== null) {
       await stream.fail(o.message);
       console.log(`failed-in-band ${JSON.stringify(o.message)}`);
     } else {
-      await stream.close();
+      await noticed(stream.close(), waitingFor(o, stream, 'the last batches'));
       console.log(o.producer === null ? `done batches=${count} acked=${stream.acked + 1}` : `done last_seq=${stream.acked}`);
     }
   } catch (err) {

@@ -1,0 +1,89 @@
+"""A child process on a pseudo-terminal (its controlling terminal), and what a terminal shows of it."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import signal
+import time
+
+from tests.conftest import ROOT, child_env
+
+SGR = re.compile(rb"\x1b\[([0-9;]*)m")
+
+
+class Terminal:
+    """`argv` with stdin, stdout and stderr on one pty of `columns` columns; `screen` is every
+    byte it wrote. Stop it with `stop()` (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, argv: list[str], env: dict | None = None, columns: int = 100):
+        environment = {**child_env(), "COLUMNS": str(columns), "TERM": "xterm-256color", **(env or {})}
+        environment = {k: v for k, v in environment.items() if v is not None}  # None: unset it
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the pty is its controlling terminal
+            try:
+                os.chdir(ROOT)
+                os.execve(argv[0], argv, environment)
+            finally:
+                os._exit(127)
+        self.screen = b""
+        self.status: int | None = None
+
+    def read_until(self, done, what: str, timeout: float = 20) -> None:
+        """Read until `done(screen)` (or a bytes pattern appears); fail naming `what` after `timeout`."""
+        check = (lambda s: done in s) if isinstance(done, bytes) else done
+        deadline = time.monotonic() + timeout
+        while not check(self.screen):
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {self.screen[-800:]!r}"
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    self.screen += os.read(self.fd, 65536)
+                except OSError:  # the child has gone: EIO on the master
+                    assert check(self.screen), f"the child ended before {what}: {self.screen[-800:]!r}"
+
+    def type(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def wait(self, timeout: float = 20) -> int:
+        """The exit code, reading its output meanwhile (a full pty would block it)."""
+        deadline = time.monotonic() + timeout
+        while self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+                break
+            assert time.monotonic() < deadline, f"the child did not exit: {self.screen[-800:]!r}"
+            if select.select([self.fd], [], [], 0.05)[0]:
+                try:
+                    self.screen += os.read(self.fd, 65536)
+                except OSError:
+                    pass
+        return self.status
+
+    def stop(self) -> None:
+        if self.status is None:
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.wait(10)
+            except AssertionError:
+                os.kill(self.pid, signal.SIGKILL)
+                self.wait(10)
+        os.close(self.fd)
+
+
+def colours(screen: bytes) -> list[bytes]:
+    """The SGR sequences in `screen` that set a colour (foreground or background; bold is a style)."""
+    return [m for m in SGR.findall(screen)
+            if any(p and (30 <= int(p) <= 49 or 90 <= int(p) <= 107) for p in m.split(b";"))]
+
+
+def visible_lines(screen: bytes) -> list[str]:
+    """The lines as a terminal leaves them: what follows each line's last carriage return (which
+    returns the cursor to the line's start, and ESC[K erases the rest), without styles."""
+    lines = []
+    for line in screen.split(b"\r\n"):
+        shown = line.split(b"\r")[-1].replace(b"\x1b[K", b"")
+        lines.append(SGR.sub(b"", shown).decode("utf-8", "replace"))
+    return lines
