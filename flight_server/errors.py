@@ -16,6 +16,7 @@ import structlog
 
 from flight_server.wire.errors import (
     Cancelled, FlightPaimonError, InvalidRequest, NotFound, PermissionDenied, Unauthenticated, Unavailable,
+    Unimplemented,
 )
 
 log = structlog.get_logger(__name__)
@@ -35,15 +36,22 @@ class _WireInvalid(pa.ArrowInvalid):
     """INVALID_ARGUMENT on the wire."""
 
 
+class _WireUnimplemented(NotImplementedError):
+    """UNIMPLEMENTED on the wire."""
+
+
 def _clean_details(format_exception):
     """pyarrow's server sends a Python exception's NOT_FOUND/INVALID_ARGUMENT status with a detail
-    made by `traceback.format_exception` (the server's traceback and file paths). For the two wire
-    types above, whose message is already the whole story, the detail is the error's code."""
+    made by `traceback.format_exception` (the server's traceback and file paths). For the errors
+    `to_flight` made, whose message is already the whole story, the detail is the error's code.
+    (get_schema is the RPC where that matters for every error: pyarrow's `_get_schema` callback,
+    unlike the others, does not turn a FlightError into its status, so each one arrives UNKNOWN
+    with this detail.)"""
 
     @functools.wraps(format_exception)
     def wrapper(exc, /, *args, **kwargs):
         value = args[0] if args and args[0] is not None else exc
-        if isinstance(value, (_WireNotFound, _WireInvalid)):
+        if getattr(value, "wire_code", None) is not None:
             return [value.wire_code]
         return format_exception(exc, *args, **kwargs)
 
@@ -74,17 +82,20 @@ def to_flight(exc: BaseException) -> BaseException:
     message = _cut(exc.message).rstrip(".")
     if isinstance(exc, (NotFound, InvalidRequest)):
         wire = _WireNotFound(message) if isinstance(exc, NotFound) else _WireInvalid(message)
-        wire.wire_code = exc.code
-        return wire
-    if isinstance(exc, Cancelled):
-        return flight.FlightCancelledError(message, extra_info=exc.extra_info())
-    if isinstance(exc, Unavailable):
-        return flight.FlightUnavailableError(message, extra_info=exc.extra_info())
-    if isinstance(exc, Unauthenticated):
-        return flight.FlightUnauthenticatedError(message, extra_info=exc.extra_info())
-    if isinstance(exc, PermissionDenied):
-        return flight.FlightUnauthorizedError(message, extra_info=exc.extra_info())
-    return flight.FlightServerError(message, extra_info=exc.extra_info())
+    elif isinstance(exc, Unimplemented):
+        wire = _WireUnimplemented(message)
+    elif isinstance(exc, Cancelled):
+        wire = flight.FlightCancelledError(message, extra_info=exc.extra_info())
+    elif isinstance(exc, Unavailable):
+        wire = flight.FlightUnavailableError(message, extra_info=exc.extra_info())
+    elif isinstance(exc, Unauthenticated):
+        wire = flight.FlightUnauthenticatedError(message, extra_info=exc.extra_info())
+    elif isinstance(exc, PermissionDenied):
+        wire = flight.FlightUnauthorizedError(message, extra_info=exc.extra_info())
+    else:
+        wire = flight.FlightServerError(message, extra_info=exc.extra_info())
+    wire.wire_code = exc.code
+    return wire
 
 
 def status_name(exc: BaseException | None) -> str:
@@ -95,6 +106,8 @@ def status_name(exc: BaseException | None) -> str:
         return "NOT_FOUND"
     if isinstance(exc, InvalidRequest):
         return "INVALID_ARGUMENT"
+    if isinstance(exc, Unimplemented):
+        return "UNIMPLEMENTED"
     if isinstance(exc, (Cancelled, flight.FlightCancelledError)):
         return "CANCELLED"
     if isinstance(exc, (Unauthenticated, flight.FlightUnauthenticatedError)):
@@ -112,7 +125,9 @@ def _unexpected(exc: BaseException) -> BaseException:
     """A bug (whatever its type, KeyError included): logged with its traceback, INTERNAL on the wire."""
     log.error("unexpected_error", exc_info=exc)
     first_line = (str(exc).splitlines() or [""])[0][:300]
-    return flight.FlightInternalError(
+    wire = flight.FlightInternalError(
         f"Internal error in flight-paimon ({type(exc).__name__}: {first_line}); "
         "the server log has the traceback."
     )
+    wire.wire_code = "internal"
+    return wire

@@ -32,7 +32,7 @@ from flight_server.tickets import (
     PaimonTicket, PushTarget, Ticket, TicketCodec, parse_json_object, parse_push_command, parse_push_path, path_parts,
 )
 from flight_server.wire import messages, names
-from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound
+from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound, Unimplemented
 from flight_server.wire.requests import PaimonRequest, PushView, ReplayRange, WriteTarget, parse_path
 
 log = structlog.get_logger(__name__)
@@ -290,6 +290,10 @@ class FlightPaimonServer(flight.FlightServerBase):
         call.done()
 
     # -- actions -------------------------------------------------------------------------
+
+    def do_exchange(self, context, descriptor, reader, writer):
+        raise to_flight(Unimplemented(
+            "flight-paimon has no DoExchange: read with DoGet, write with DoPut (docs/protocol.md)."))
 
     def list_actions(self, context):
         return [(name, text) for name, text in actions.DESCRIPTIONS.items()]

@@ -11,6 +11,7 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_server.cli.process import ServerProcess
+from flight_server.wire.errors import PermissionDenied, from_flight
 from producers import Client
 from producers.examples.events import SCHEMA, batch
 from tests.paimon_tables import Warehouse, rows
@@ -61,10 +62,12 @@ def test_a_write_only_principal_uses_the_projects_own_producers(secured):
 def test_get_schema_outside_the_grants_is_refused_naming_principal_and_table(secured, who, path):
     """Refused before the table is looked up (a missing table is not told from a hidden one).
     pyarrow's Python servers cannot give GetSchema a Flight status (its `_get_schema` callback, unlike
-    the others, does not turn a FlightError into one): the refusal arrives as UNKNOWN, not
-    PERMISSION_DENIED, with pyarrow's own detail after the message."""
+    the others, does not turn a FlightError into one): the refusal arrives as UNKNOWN whose detail
+    is the code `permission_denied` (never a traceback), which `from_flight` reads."""
     c = secured[who]
     with pytest.raises(pa.ArrowException) as e:
         c.flight.get_schema(flight.FlightDescriptor.for_path(*path), c.options())
-    message = str(e.value).split(". Detail:")[0]
-    assert f"Principal {who!r} may not read" in message and repr(path[1]) in message, message
+    assert ". Detail: Python exception: permission_denied" in str(e.value) and "Traceback" not in str(e.value)
+    error = from_flight(e.value)
+    assert isinstance(error, PermissionDenied)
+    assert f"Principal {who!r} may not read" in error.message and repr(path[1]) in error.message

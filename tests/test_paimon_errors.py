@@ -110,3 +110,30 @@ def test_latest_snapshot_of_unknown_table_is_not_found(client, table):
         client.action("latest_snapshot", {"table": "db.nope"})
     with pytest.raises(pa.ArrowInvalid, match="'table'"):
         client.action("latest_snapshot", {})
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("db.t$snapshots", "system tables or branches"), ("db.t$branch_b1", "system tables or branches"),
+    ("db.t\x00x", "control character"), ("d\x00b.t", "control character"), ("db.t\n", "control character"),
+])
+def test_reserved_and_unprintable_table_names_are_refused_before_anything_is_written(client, warehouse, name, needle):
+    schema = pa.schema([("id", pa.int64())])
+    with pytest.raises(pa.ArrowInvalid, match=needle):
+        client.create_table(name, schema)
+    with pytest.raises(pa.ArrowInvalid, match=needle):
+        info(client, flight.FlightDescriptor.for_path("paimon", name))
+    assert os.listdir(warehouse) == []  # not even the database was created
+
+
+@pytest.mark.parametrize("consumer_id", [".", ".."])
+def test_dot_consumer_ids_are_refused_as_invalid(client, table, consumer_id):
+    with pytest.raises(pa.ArrowInvalid, match="not only dots"):
+        client.action("consumer_commit", {"table": table, "consumer_id": consumer_id, "next_snapshot": 1})
+
+
+def test_do_exchange_is_unimplemented_without_a_traceback(client):
+    with pytest.raises(pa.ArrowNotImplementedError) as e:
+        writer, reader = client.flight.do_exchange(flight.FlightDescriptor.for_path("x"), client.options())
+        writer.done_writing()
+        reader.read_all()
+    assert "has no DoExchange" in str(e.value) and "Traceback" not in str(e.value)

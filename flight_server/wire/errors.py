@@ -91,6 +91,12 @@ class Unavailable(FlightPaimonError):
     code = "unavailable"
 
 
+class Unimplemented(FlightPaimonError):
+    """An RPC this server does not offer (DoExchange)."""
+
+    code = "unimplemented"
+
+
 class Internal(FlightPaimonError):
     """A bug in the server; its log has the traceback."""
 
@@ -129,9 +135,11 @@ def from_flight(exc: BaseException) -> FlightPaimonError:
 
     message = error_message(exc)
     by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, CommitFailed, LimitExceeded, Cancelled, Internal)}
-    code = _extra_info_code(getattr(exc, "extra_info", None))
+    code = _extra_info_code(getattr(exc, "extra_info", None)) or _detail_code(exc)
     if code in by_code:  # the server's own word on what kind of error this is
         return by_code[code](message)
+    if code in _DETAIL_ONLY:  # get_schema: pyarrow sends every error UNKNOWN, the code in its detail
+        return _DETAIL_ONLY[code](message)
     kinds = [
         (flight.FlightUnauthenticatedError, Unauthenticated), (flight.FlightUnauthorizedError, PermissionDenied),
         (flight.FlightUnavailableError, Unavailable), (flight.FlightCancelledError, Cancelled),
@@ -142,6 +150,17 @@ def from_flight(exc: BaseException) -> FlightPaimonError:
         if isinstance(exc, source):
             return kind(message)
     return FlightPaimonError(message)
+
+
+_DETAIL_ONLY = {"permission_denied": PermissionDenied, "unauthenticated": Unauthenticated,
+                "unavailable": Unavailable, "not_found": NotFound, "invalid": InvalidRequest}
+
+
+def _detail_code(exc: BaseException) -> str | None:
+    """The code the server put as the detail of an error pyarrow could not give its status."""
+    text = str(exc)
+    marker = ". Detail: Python exception: "
+    return text.split(marker, 1)[1].split(".", 1)[0].strip() if marker in text else None
 
 
 def _extra_info_code(extra_info) -> str | None:

@@ -29,6 +29,7 @@ DEFAULT_POLL_MS = 1000
 _KEYS = names.PAIMON_KEYS
 _FOLLOW_ONLY = (names.START, names.CONSUMER_ID, names.POLL_INTERVAL_MS)
 _CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 _PIN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
@@ -154,15 +155,23 @@ def table_name(value, what: str = "'table'") -> str:
     if (not isinstance(value, str) or value.count(".") != 1 or "" in value.split(".") or len(value) > 400
             or "/" in value or not names.is_utf8(value)):
         raise InvalidRequest(f"Paimon table name {value!r} in {what} is not 'DB.TABLE'; name it e.g. 'db.orders'.")
+    if "$" in value:  # Paimon's system tables and branches: a view of a table, not a table
+        raise InvalidRequest(
+            f"Paimon table name {value!r} in {what}: '$' names one of Paimon's system tables or branches "
+            f"(t$snapshots, t$branch_b), which this server neither creates nor serves; name the table itself "
+            f"({value.split('$', 1)[0]!r}).")
+    if _UNPRINTABLE.search(value) or value != value.strip():
+        raise InvalidRequest(f"Paimon table name {value!r} in {what} has a control character or surrounding "
+                             "spaces; use printable characters, e.g. 'db.orders'.")
     return value
 
 
 def check_consumer_id(value, what: str, key: str = names.CONSUMER_ID) -> str:
     """A consumer id is a file name in the table's consumer directory: keep it to a safe alphabet
     (producer names share it: they are keys of snapshot properties and appear in logs)."""
-    if not isinstance(value, str) or not _CONSUMER_ID.match(value):
+    if not isinstance(value, str) or not _CONSUMER_ID.match(value) or not value.strip("."):
         raise InvalidRequest(
-            f"{what}: {key!r} {value!r} must be 1-128 characters of letters, digits, '_', '.', '-'.")
+            f"{what}: {key!r} {value!r} must be 1-128 characters of letters, digits, '_', '.', '-' (not only dots).")
     return value
 
 
