@@ -13,7 +13,7 @@ from flight_server.wire import messages
 from producers import Client
 from producers.client import FollowProgress
 from tests.conftest import ServerProcess, wait_for
-from tests.paimon_tables import Follower, Warehouse, command, info, rows
+from tests.paimon_tables import SCHEMA, Follower, Warehouse, command, info, read_all, rows
 
 POLL = {"poll_interval_ms": 50}
 
@@ -258,3 +258,22 @@ def test_consumer_progress_is_written_whole_and_a_torn_file_is_a_clear_error(wh,
         info(client, command({"table": t, "follow": True, "consumer_id": "c1", **POLL}))
     (folder / "consumer-c1").unlink()
     assert client.action("consumer_progress", {"table": t, "consumer_id": "c1"}) == {"next_snapshot": None}
+
+
+@pytest.mark.parametrize("producer", ["lookup", "full-compaction"])
+def test_a_table_whose_changelog_nothing_writes_fails_its_follows_and_deltas_saying_why(wh, client, producer):
+    """changelog-producer lookup / full-compaction: compaction writes the changelog, and nothing
+    compacts a table written by pypaimon, so its follows and deltas would stay empty forever."""
+    t = wh.create("users", buckets=1, primary_keys=["id"], options={"changelog-producer": producer})
+    plain = Follower(client, info(client, command({"table": t, "follow": True, "start": "earliest", **POLL})).endpoints[0])
+    rows_kinds = Follower(client, info(client, command({"table": t, "follow": True, "changelog": True, **POLL})).endpoints[0])
+    wh.commit(t, rows(0, 5, "a"))
+    for f in (plain, rows_kinds):
+        f.thread.join(30)
+        assert not f.thread.is_alive(), "the follow waited on, empty"
+        assert isinstance(f.error, flight.FlightError) and f"changelog-producer {producer!r}" in str(f.error), f.error
+        assert "snapshot 1 committed rows without it" in str(f.error)
+    with pytest.raises(flight.FlightError, match="compaction"):
+        read_all(client, command({"table": t, "from_snapshot": 0, "to_snapshot": 1}))
+    with pytest.raises(pa.ArrowInvalid, match=f"changelog-producer {producer!r}"):
+        client.create_table("db.other", SCHEMA, primary_keys=["id"], options={"changelog-producer": producer})

@@ -107,6 +107,33 @@ def should_scan(planner, snapshot) -> bool:
     return planner.follow_up_scanner.should_scan(snapshot)
 
 
+COMPACTION_CHANGELOG = ("lookup", "full-compaction")  # changelog-producers whose changelog compaction writes
+RECENT_SNAPSHOTS = 100  # how far back a follow looks for a changelog before saying none is made
+
+
+def compaction_changelog_producer(table) -> str | None:
+    """The table's changelog-producer when its changelog is written only by compaction, else None."""
+    producer = table.options.changelog_producer()
+    value = getattr(producer, "value", producer)
+    return value if value in COMPACTION_CHANGELOG else None
+
+
+def is_data_commit(snapshot) -> bool:
+    return snapshot.commit_kind == "APPEND"
+
+
+def recent_changelog(manager) -> bool:
+    """Whether one of the last RECENT_SNAPSHOTS snapshots carries a changelog."""
+    latest = manager.get_latest_snapshot()
+    if latest is None:
+        return False
+    for sid in range(latest.id, max(0, latest.id - RECENT_SNAPSHOTS), -1):
+        snap = latest if sid == latest.id else manager.get_snapshot_by_id(sid)
+        if snap is not None and snap.changelog_manifest_list:
+            return True
+    return False
+
+
 def delta_splits(planner, snapshot) -> list:
     """Splits of the data one snapshot committed (its delta, or its changelog)."""
     return planner._create_follow_up_plan(snapshot).splits()

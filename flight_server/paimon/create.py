@@ -28,6 +28,12 @@ def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_
                                                 for k, v in options.items()):
         raise InvalidRequest(f"create_table {name!r}: 'options' must map option names to strings, got {options!r}.")
     options = {k: str(v) for k, v in options.items()}
+    producer = options.get("changelog-producer")
+    if producer in compat.COMPACTION_CHANGELOG:
+        raise InvalidRequest(
+            f"create_table {name!r}: changelog-producer {producer!r} has compaction write the changelog, and "
+            "nothing compacts a table this server writes (pypaimon does not), so its delta and follow reads "
+            "would find no changelog; use 'input' (the changelog is the rows written) or 'none'.")
     if primary_keys and not set(partition_keys) <= set(primary_keys):
         raise InvalidRequest(
             f"create_table {name!r}: a primary-key table's partition keys must be part of its primary key "

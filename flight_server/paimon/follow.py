@@ -28,7 +28,7 @@ import structlog
 
 from flight_server.paimon import compat
 from flight_server.polling import Slices
-from flight_server.wire.errors import Cancelled, NotFound, Unavailable
+from flight_server.wire.errors import Cancelled, NotFound, Unavailable, WrongState
 from flight_server.paimon.scope import pick, ticket_buckets
 from flight_server.tickets import PaimonTicket
 from flight_server.wire.requests import PaimonRequest
@@ -74,9 +74,27 @@ def start_position(scope, req: PaimonRequest, latest_id: int | None) -> tuple[in
     return full, nxt
 
 
+def scans(scope, planner, snapshot) -> bool:
+    """Whether the snapshot has rows for a delta or follow read. Raises when rows it committed can
+    never arrive: a table whose changelog only compaction writes (changelog-producer lookup or
+    full-compaction) where no recent snapshot has one, so nothing compacts it (pypaimon never does),
+    and a follow would wait forever on an empty stream."""
+    if compat.should_scan(planner, snapshot):
+        return True
+    producer = compat.compaction_changelog_producer(scope.table)
+    if producer and compat.is_data_commit(snapshot) and not compat.recent_changelog(scope.table.snapshot_manager()):
+        raise WrongState(
+            f"Paimon table {scope.name!r} has changelog-producer {producer!r}: its changelog is written by "
+            f"compaction, and none of its last {compat.RECENT_SNAPSHOTS} snapshots has one (snapshot "
+            f"{snapshot.id} committed rows without it), so nothing compacts it and a delta or follow read "
+            "would stay empty. Read it in full (a snapshot), run Paimon's compaction on it (Spark or Flink "
+            "`compact`), or create it with changelog-producer 'input'.", table=scope.name, snapshot=snapshot.id)
+    return False
+
+
 def snapshot_delta(scope, planner, snapshot, buckets: set | None) -> Iterator:
     """`(batch, app_metadata)` of the rows one snapshot committed, in the given buckets."""
-    if not compat.should_scan(planner, snapshot):
+    if not scans(scope, planner, snapshot):
         return
     splits = compat.delta_splits(planner, snapshot)
     if buckets is not None:

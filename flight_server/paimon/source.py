@@ -244,7 +244,7 @@ def _delta_plan(scope: Scope, req: PaimonRequest, to_s: int) -> list[tuple[int, 
         plan = []
         for sid in range(req.from_snapshot + 1, to_s + 1):
             snap = scope.snapshot(sid)
-            if compat.should_scan(planner, snap):
+            if follow.scans(scope, planner, snap):
                 plan.append((sid, pick(compat.delta_splits(planner, snap), buckets, None)))
         return plan
     finally:
