@@ -115,6 +115,12 @@ export class PushStream {
         // The ack of each batch: {"seq": N}, and for Paimon writes {"seq": N, "snapshot": S}
         // once committed (docs/protocol.md).
         const ack = JSON.parse(Buffer.from(result.app_metadata).toString('utf8'));
+        if (typeof ack.error === 'string') {
+          // {"error", "code"}: the stream failed (a failed commit, a newer stream of the producer):
+          // send nothing more and half-close; the call's status carries the error.
+          this.call.end();
+          return;
+        }
         this.acked = ack.seq;
         onAck(ack);
       });
