@@ -132,6 +132,17 @@ class Follower:
                 pass
         return self.received
 
+    def drain_until_done(self, snapshot: int, timeout: float = 30) -> list[tuple[int, pa.RecordBatch]]:
+        """Everything up to the endpoint's `{"done": N}` mark for N >= `snapshot` (its rows came before it)."""
+        deadline = time.monotonic() + timeout
+        while self.done < snapshot:
+            assert self.error is None, f"the follow failed: {self.error!r}"
+            assert time.monotonic() < deadline, f"the follow's progress stayed at {self.done}, waited for {snapshot}"
+            time.sleep(0.02)
+        while not self.items.empty():
+            self.received.append(self.items.get_nowait())
+        return self.received
+
     def cancel(self):
         self.reader.cancel()
         self.thread.join(10)

@@ -397,7 +397,7 @@ def _many_small_commits(client, warehouse, keys, options, partitions, merged_byt
         assert sorted(read(client, "db.t", acks[b].snapshot).column("id").to_pylist()) == expected(b + 1)
     got = []
     for f in followers:  # each endpoint's bucket; together every row once
-        f.drain_for(0.5)
+        f.drain_until_done(acks[-1].snapshot)
         f.cancel()
         got += [i for _, batch in f.received for i in batch.column("id").to_pylist()]
     assert sorted(got) == expected(commits)
