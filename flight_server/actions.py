@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from flight_server.auth import ADMIN, READ, WRITE, Access
 from flight_server.ingest.streams import Ingest
+from flight_server.maintenance.maintainer import Maintainer
 from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import check_consumer_id, table_name
@@ -48,6 +49,13 @@ DESCRIPTIONS = {
     names.FIND_SNAPSHOT: 'A Paimon snapshot by commit time or by tag (the start positions scan.timestamp-millis '
     'and scan.tag-name). Body: {"table": "db.t", "timestamp_millis": T} -> {"at_or_before": N or null, '
     '"at_or_after": M or null}; or {"table": "db.t", "tag": "NAME"} -> {"snapshot_id": N}.',
+    names.COMPACT: "Rewrite a Paimon append table's small files into one per bucket now, as COMPACT snapshots that "
+    'add no rows (Paimon\'s compact procedure). Body: {"table": "db.t", "partition"?: {"col": "value"}}. '
+    'Result: {"snapshots": [N...], "files_in", "files_out", "bytes_in"}.',
+    names.EXPIRE_SNAPSHOTS: "Expire a Paimon table's old snapshots now and delete the files no kept snapshot, tag "
+    'or consumer needs (Paimon\'s expire_snapshots procedure). Body: {"table": "db.t", "retain_max"?: N, '
+    '"retain_min"?: N, "older_than_ms"?: epoch ms}; the table\'s snapshot.* options by default. '
+    'Result: {"expired", "first_kept", "files_deleted", "consumers_removed"}.',
 }
 
 
@@ -58,6 +66,7 @@ class Registries:
     push: PushRegistry
     paimon: PaimonSource
     ingest: Ingest
+    maintainer: Maintainer
     started: float  # time.time() when the server started
 
 
@@ -123,9 +132,10 @@ def stats(reg: Registries, body: dict) -> dict:
     name, only what has that name (a push table name, or a DB.TABLE written through this server)."""
     name = body.get("name")
     writes = reg.ingest.stats(name)
-    if name is not None and writes and name not in {t.name for t in reg.push.tables()}:
-        return {names.PUSH: {}, "paimon_writes": writes}
-    return {names.PUSH: reg.push.stats(name), "paimon_writes": writes}
+    kept = {k: v for k, v in reg.maintainer.stats().items() if name is None or k == name}
+    if name is not None and (writes or kept) and name not in {t.name for t in reg.push.tables()}:
+        return {names.PUSH: {}, "paimon_writes": writes, "maintenance": kept}
+    return {names.PUSH: reg.push.stats(name), "paimon_writes": writes, "maintenance": kept}
 
 
 def latest_snapshot(reg: Registries, body: dict) -> dict:
@@ -197,6 +207,36 @@ def find_snapshot(reg: Registries, body: dict) -> dict:
     return {"at_or_before": before, "at_or_after": after}
 
 
+def compact(reg: Registries, body: dict) -> dict:
+    name = table_name(_require(body, "table", "compact"), "the body of action 'compact'")
+    _only(body, "compact", {"table", "partition"})
+    partition = body.get("partition")
+    if partition is not None and (not isinstance(partition, dict) or not all(
+            isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool) for k, v in partition.items())):
+        raise InvalidRequest(f"Action 'compact': 'partition' must map partition columns to values, got {partition!r}.")
+    return reg.maintainer.compact(name, None if partition is None else {k: str(v) for k, v in partition.items()})
+
+
+def expire_snapshots(reg: Registries, body: dict) -> dict:
+    name = table_name(_require(body, "table", "expire_snapshots"), "the body of action 'expire_snapshots'")
+    _only(body, "expire_snapshots", {"table", "retain_max", "retain_min", "older_than_ms"})
+    ints = {}
+    for key, low in (("retain_max", 1), ("retain_min", 1), ("older_than_ms", 0)):
+        value = body.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            raise InvalidRequest(f"Action 'expire_snapshots': {key!r} must be an integer >= {low}, got {value!r}.")
+        ints[key] = value
+    if ints["retain_max"] is not None and ints["retain_min"] is not None and ints["retain_max"] < ints["retain_min"]:
+        raise InvalidRequest("Action 'expire_snapshots': 'retain_max' is below 'retain_min'.")
+    return reg.maintainer.expire_snapshots(name, ints["retain_max"], ints["retain_min"], ints["older_than_ms"])
+
+
+def _only(body: dict, action: str, keys: set[str]) -> None:
+    unknown = sorted(set(body) - keys)
+    if unknown:
+        raise InvalidRequest(f"Action {action!r} takes no key {unknown[0]!r}; it takes {', '.join(sorted(keys))}.")
+
+
 HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.REGISTER: register,
     names.FAIL: fail,
@@ -210,6 +250,8 @@ HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.CREATE_TABLE: create_table,
     names.PRODUCER_STATE: producer_state,
     names.FIND_SNAPSHOT: find_snapshot,
+    names.COMPACT: compact,
+    names.EXPIRE_SNAPSHOTS: expire_snapshots,
 }
 assert tuple(HANDLERS) == names.ACTIONS == tuple(DESCRIPTIONS)
 
@@ -227,6 +269,8 @@ GRANTED_BY: dict[str, tuple[str, str | tuple[str, ...]] | None] = {
     names.CREATE_TABLE: (ADMIN, "table"),
     names.PRODUCER_STATE: (WRITE, "table"),
     names.FIND_SNAPSHOT: (READ, "table"),
+    names.COMPACT: (ADMIN, "table"),
+    names.EXPIRE_SNAPSHOTS: (ADMIN, "table"),
 }
 assert tuple(GRANTED_BY) == names.ACTIONS
 
@@ -249,6 +293,5 @@ def run(reg: Registries, action: str, body: dict, access: Access) -> dict:
             access.require(grant, table, f"table {table!r} (action {action!r})")
     result = handler(reg, body)
     if action == names.STATS and "name" not in body:
-        result = {names.PUSH: {k: v for k, v in result[names.PUSH].items() if access.allows(READ, k)},
-                  "paimon_writes": {k: v for k, v in result["paimon_writes"].items() if access.allows(READ, k)}}
+        result = {key: {k: v for k, v in part.items() if access.allows(READ, k)} for key, part in result.items()}
     return result

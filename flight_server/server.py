@@ -22,6 +22,7 @@ from flight_server.auth import READ, WRITE, Access, AuthConfig
 from flight_server.errors import install_clean_details, status_name, to_flight
 from flight_server.ingest.streams import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, Ingest
 from flight_server.limits import StreamSlots, TableBudget
+from flight_server.maintenance.maintainer import Maintainer
 from flight_server.metrics import Metrics
 from flight_server.middleware import AUTH, AuthMiddlewareFactory, access
 from flight_server.paimon.source import PaimonSource
@@ -133,9 +134,9 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.metrics = Metrics(self.push, self.paimon) if metrics else None
         if self.metrics is not None:
             self.push.on_drop.append(self.metrics.forget_push_table)
-        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes,
-                             self.metrics.committed if self.metrics else None)
-        self.registries = actions.Registries(self.push, self.paimon, self.ingest, time.time())
+        self.maintainer = Maintainer(self.paimon)
+        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed)
+        self.registries = actions.Registries(self.push, self.paimon, self.ingest, self.maintainer, time.time())
         self.tickets = TicketCodec(ticket_key)
         host = location.rsplit(":", 1)[0]
         self.uri = f"{host}:{self.port}"
@@ -309,6 +310,13 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.push.shutdown(reason)
         self.paimon.stopping.set()
         self.ingest.close(reason)
+        self.maintainer.close()
+
+    def _committed(self, table: str, rows: int, nbytes: int, seconds: float) -> None:
+        """A group commit of durable writes landed: metrics, and the table's maintenance is due."""
+        if self.metrics is not None:
+            self.metrics.committed(table, rows, nbytes, seconds)
+        self.maintainer.committed(table)
 
 
 

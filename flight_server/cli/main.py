@@ -105,6 +105,33 @@ def cmd_drop(args) -> int:
     return 0
 
 
+def _paimon_table(text: str, command: str) -> str:
+    kind, name = targets.parse(text, command)
+    if kind == names.PUSH:
+        raise CliError(f"{command} {text!r}: push tables live in memory and need no maintenance; name a "
+                       "Paimon table DB.TABLE.")
+    return name
+
+
+def cmd_compact(args) -> int:
+    name = _paimon_table(args.table, "compact")
+    body = {names.TABLE: name}
+    if args.partition:
+        body["partition"] = dict(args.partition)
+    print(json.dumps(_client(args).action(names.COMPACT, body)))
+    return 0
+
+
+def cmd_expire_snapshots(args) -> int:
+    name = _paimon_table(args.table, "expire-snapshots")
+    body = {names.TABLE: name}
+    for key in ("retain_max", "retain_min", "older_than_ms"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    print(json.dumps(_client(args).action(names.EXPIRE_SNAPSHOTS, body)))
+    return 0
+
+
 def cmd_list(args) -> int:
     client = _client(args)
     for info in client.flight.list_flights(args.prefix.encode(), options=client.options()):
@@ -254,6 +281,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-interval-ms", type=int, default=100, help="Paimon snapshot poll interval")
     p.add_argument("--format", choices=["table", "jsonl"], default="table", help="output format")
     p.add_argument("--limit", type=_count, help="stop after this many rows")
+    client_args(p)
+
+    p = command("compact", "rewrite a Paimon append table's small files now, one file per bucket (Paimon's "
+                "compact procedure; the server also compacts the tables it writes, after their commits)", cmd_compact)
+    p.add_argument("table", metavar="TABLE", help="DB.TABLE (or paimon:DB.TABLE)")
+    p.add_argument("--partition", action="append", type=_option, metavar="COL=VALUE",
+                   help="only this partition (repeat for each partition column)")
+    client_args(p)
+
+    p = command("expire-snapshots", "expire a Paimon table's old snapshots now and delete the files no kept "
+                "snapshot, tag or consumer needs (Paimon's expire_snapshots procedure)", cmd_expire_snapshots)
+    p.add_argument("table", metavar="TABLE", help="DB.TABLE (or paimon:DB.TABLE)")
+    p.add_argument("--retain-max", type=_count, help="keep at most this many snapshots (unset: the table's "
+                   "snapshot.num-retained.max)")
+    p.add_argument("--retain-min", type=_count, help="keep at least this many (unset: snapshot.num-retained.min)")
+    p.add_argument("--older-than-ms", type=int, help="expire snapshots committed before this epoch-ms time "
+                   "(unset: now - snapshot.time-retained)")
     client_args(p)
 
     p = command("list", "list push tables and Paimon tables", cmd_list)

@@ -1,0 +1,172 @@
+"""The server's table maintenance: after commits, on one thread, each table at most once a second.
+
+Durable ingest tells it a table committed; the thread then compacts the table's buckets that need
+it and expires its snapshots, as Java Paimon's writer and committer do inline (docs/protocol.md,
+"Table maintenance"). The actions run the same steps by hand, for any table of the warehouse.
+A table is maintained by one step at a time on this server (a lock per table); several servers
+over one warehouse rely on Paimon's commit: a compaction that conflicts fails and is retried at
+the next round, and expiry deletes only files no retained snapshot, tag or consumer needs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import structlog
+
+from flight_server.maintenance import compaction, expiry
+from flight_server.maintenance.options import MaintenanceOptions
+from flight_server.maintenance.store import TableStore
+from flight_server.paimon.source import PaimonSource
+
+log = structlog.get_logger(__name__)
+
+ROUND_S = 1.0  # a table is maintained at most this often after commits
+JOIN_S = 30.0  # close() waits this long for a round in flight
+
+
+@dataclass
+class TableState:
+    """What maintenance did for one table on this server (the `stats` action and /metrics)."""
+
+    snapshots: int = 0
+    data_files: int = 0
+    data_bytes: int = 0
+    compactions: int = 0
+    last_compaction: dict | None = None
+    expiries: int = 0
+    last_expiry: dict | None = None
+    files_deleted: int = 0
+    last_error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def as_json(self) -> dict:
+        return {"snapshots": self.snapshots, "data_files": self.data_files, "data_bytes": self.data_bytes,
+                "compactions": self.compactions, "last_compaction": self.last_compaction,
+                "expiries": self.expiries, "last_expiry": self.last_expiry, "files_deleted": self.files_deleted,
+                "last_error": self.last_error}
+
+
+class Maintainer:
+    """Compaction and expiry of the Paimon tables one server writes (and, by hand, of any table)."""
+
+    def __init__(self, paimon: PaimonSource, round_s: float = ROUND_S, clock=time.time):
+        self.paimon = paimon
+        self.round_s, self.clock = round_s, clock
+        self._cond = threading.Condition()
+        self._due: dict[str, float] = {}  # table -> when it may run next (committed since its last round)
+        self._last: dict[str, float] = {}
+        self._tables: dict[str, TableState] = {}
+        self._closed = False
+        self._running: str | None = None
+        self._thread = threading.Thread(target=self._run, name="maintenance", daemon=True)
+        self._thread.start()
+
+    def committed(self, table: str, *_) -> None:
+        """Durable ingest committed into `table` (the committer's on_commit)."""
+        with self._cond:
+            if table not in self._due:
+                self._due[table] = self._last.get(table, 0.0) + self.round_s
+                self._cond.notify_all()
+
+    def stats(self) -> dict:
+        """Per table: what maintenance did, and `due` while a round is wanted or running."""
+        with self._cond:
+            return {name: {**state.as_json(), "due": name in self._due or name == self._running}
+                    for name, state in sorted(self._tables.items())}
+
+    def close(self) -> None:
+        """Stop after the step in flight (waited for at most JOIN_S)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(JOIN_S)
+
+    # -- by hand (the actions) -------------------------------------------------------------
+
+    def compact(self, name: str, partition: dict | None = None) -> dict:
+        """Every small file of every bucket (or of `partition`) rewritten, as Paimon's `compact`."""
+        return self._step(name, lambda store, opts: self._compact(name, store, opts, partition, full=True))
+
+    def expire_snapshots(self, name: str, retain_max: int | None = None, retain_min: int | None = None,
+                         older_than_ms: int | None = None) -> dict:
+        return self._step(name, lambda store, opts: self._expire(name, store, opts, retain_max, retain_min,
+                                                                 older_than_ms))
+
+    def maintain(self, name: str) -> None:
+        """One round after commits: compact what needs it, then expire."""
+        def both(store, opts):
+            if opts.enabled:
+                self._compact(name, store, opts, None, full=False)
+                self._expire(name, store, opts)
+            return {}
+
+        self._step(name, both)
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def _state(self, name: str) -> TableState:
+        with self._cond:
+            return self._tables.setdefault(name, TableState())
+
+    def _step(self, name: str, step) -> dict:
+        table = self.paimon.table(name)
+        opts = MaintenanceOptions.of(name, dict(table.options.options.to_map()), bool(table.primary_keys))
+        state = self._state(name)
+        with state.lock:
+            store = TableStore(table)
+            result = step(store, opts)
+            self._observe(store, state)
+            return result
+
+    def _compact(self, name: str, store: TableStore, opts: MaintenanceOptions, partition, full: bool) -> dict:
+        done = compaction.compact(store, opts, partition, full)
+        state = self._state(name)
+        if done.snapshots:
+            state.compactions += len(done.snapshots)
+            state.last_compaction = {"at_ms": int(self.clock() * 1000), **done.as_json()}
+        return done.as_json()
+
+    def _expire(self, name: str, store: TableStore, opts: MaintenanceOptions, retain_max=None, retain_min=None,
+                older_than_ms=None) -> dict:
+        done = expiry.expire(store, opts, int(self.clock() * 1000), retain_max, retain_min, older_than_ms)
+        state = self._state(name)
+        state.files_deleted += done.files_deleted
+        if done.expired:
+            state.expiries += 1
+            state.last_expiry = {"at_ms": int(self.clock() * 1000), **done.as_json()}
+        return done.as_json()
+
+    def _observe(self, store: TableStore, state: TableState) -> None:
+        latest, earliest = store.latest(), store.earliest_id()
+        state.snapshots = 0 if latest is None or earliest is None else latest.id - earliest + 1
+        files = [f for group in store.live_files(latest).values() for f in group]
+        state.data_files, state.data_bytes = len(files), sum(f.size for f in files)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._due:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                name, due = min(self._due.items(), key=lambda kv: kv[1])
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                del self._due[name]
+                self._last[name] = time.monotonic()
+                self._running = name
+            try:
+                self.maintain(name)
+                self._state(name).last_error = None
+            except Exception as e:  # noqa: BLE001 - maintenance must never stop; the next round retries
+                log.warning("maintenance_failed", table=name, error=str(e).splitlines()[0] if str(e) else type(e).__name__,
+                            exc_info=True)
+                self._state(name).last_error = str(e).splitlines()[0][:500] if str(e) else type(e).__name__
+            finally:
+                with self._cond:
+                    self._running = None

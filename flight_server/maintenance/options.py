@@ -1,0 +1,117 @@
+"""The maintenance a table asks for, read from its own Paimon options (Paimon's names).
+
+Paimon's defaults assume about one commit a minute; durable ingest commits up to ten a second, so
+where that matters the server's defaults differ, and docs/protocol.md says why:
+- `snapshot.num-retained.max` 1000 (Paimon: no limit, `snapshot.time-retained` 1 h decides): an
+  hour at ten commits a second is 36,000 snapshots, each with its own manifest lists;
+- `snapshot.expire.limit` 100 a run (Paimon: 10 a commit): expiry runs after a burst of commits;
+- `consumer.expiration-time` 1 d (Paimon: never): a consumer that stopped reading would keep
+  every later snapshot, and so every file, forever.
+Compaction keeps Paimon's `compaction.min.file-num` (5), `compaction.max.file-num` (50) and
+`target-file-size`, and picks files as Paimon's universal compaction does (`compaction.size-ratio`):
+a run of the newest small files, so each byte is rewritten about log2(target / commit) times
+rather than once per compaction.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from flight_server.wire.errors import InvalidRequest
+
+_UNITS_MS = {"ms": 1, "s": 1000, "sec": 1000, "min": 60_000, "m": 60_000, "h": 3_600_000, "hour": 3_600_000,
+             "d": 86_400_000, "day": 86_400_000}
+_UNITS_BYTES = {"b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30}
+
+
+@dataclass(frozen=True)
+class MaintenanceOptions:
+    """What the server does for one table after its commits (and what the actions default to)."""
+
+    min_file_num: int = 5
+    max_file_num: int = 50
+    target_file_size: int = 256 << 20
+    size_ratio_percent: int = 1
+    retain_min: int = 10
+    retain_max: int = 1000
+    time_retained_ms: int = 3_600_000
+    expire_limit: int = 100
+    consumer_expiration_ms: int | None = 86_400_000
+    enabled: bool = True  # Paimon's `write-only`: this writer neither compacts nor expires
+
+    @staticmethod
+    def of(table_name: str, options: dict[str, str], primary_key: bool) -> MaintenanceOptions:
+        d = MaintenanceOptions(target_file_size=(128 if primary_key else 256) << 20)
+
+        def get(key, parse, default):
+            raw = options.get(key)
+            if raw is None:
+                return default
+            try:
+                return parse(str(raw))
+            except ValueError:
+                raise InvalidRequest(f"Paimon table {table_name!r}: option {key!r} = {raw!r} is not valid "
+                                     f"({parse.__doc__}); fix it with ALTER TABLE ... SET.") from None
+
+        out = MaintenanceOptions(
+            min_file_num=get("compaction.min.file-num", _count, d.min_file_num),
+            max_file_num=get("compaction.max.file-num", _count, d.max_file_num),
+            target_file_size=get("target-file-size", parse_bytes, d.target_file_size),
+            size_ratio_percent=get("compaction.size-ratio", _count0, d.size_ratio_percent),
+            retain_min=get("snapshot.num-retained.min", _count, d.retain_min),
+            retain_max=get("snapshot.num-retained.max", _count, d.retain_max),
+            time_retained_ms=get("snapshot.time-retained", parse_duration_ms, d.time_retained_ms),
+            expire_limit=get("snapshot.expire.limit", _count, d.expire_limit),
+            consumer_expiration_ms=get("consumer.expiration-time", parse_duration_ms, d.consumer_expiration_ms),
+            enabled=get("write-only", _flag, False) is False,
+        )
+        if out.retain_max < out.retain_min:
+            raise InvalidRequest(f"Paimon table {table_name!r}: snapshot.num-retained.max ({out.retain_max}) is "
+                                 f"below snapshot.num-retained.min ({out.retain_min}).")
+        if out.max_file_num < out.min_file_num:
+            raise InvalidRequest(f"Paimon table {table_name!r}: compaction.max.file-num ({out.max_file_num}) is "
+                                 f"below compaction.min.file-num ({out.min_file_num}).")
+        return out
+
+
+def _count(text: str) -> int:
+    """an integer >= 1"""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _count0(text: str) -> int:
+    """an integer >= 0"""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _flag(text: str) -> bool:
+    """true or false"""
+    if text.lower() not in ("true", "false"):
+        raise ValueError(text)
+    return text.lower() == "true"
+
+
+def parse_duration_ms(text: str) -> int:
+    """a duration such as '1 h', '30 min', '10 s', '1 d' or milliseconds"""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    if not match or (match.group(2) and match.group(2).rstrip("s") not in _UNITS_MS and match.group(2) not in _UNITS_MS):
+        raise ValueError(text)
+    unit = match.group(2) or "ms"
+    factor = _UNITS_MS.get(unit) or _UNITS_MS[unit.rstrip("s")]
+    return int(match.group(1)) * factor
+
+
+def parse_bytes(text: str) -> int:
+    """a size such as '128 mb', '256MB' or bytes"""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    unit = (match.group(2) if match else "x").replace("ib", "b") or "b"
+    if not match or unit not in _UNITS_BYTES:
+        raise ValueError(text)
+    return int(match.group(1)) * _UNITS_BYTES[unit]

@@ -1,0 +1,214 @@
+"""A Paimon table's files as maintenance sees them: every pypaimon internal it needs, in one place.
+
+pypaimon 2.1 has neither compaction nor snapshot expiry, so these reach into its commit and
+manifest code (pinned at pypaimon 2.1.0, as flight_server/paimon/compat.py is): the live files of
+the latest snapshot, a rewrite of some of them with the native writer, a COMPACT commit (Paimon's
+optimistic commit: a concurrent one that removed the same files makes ours fail, never both
+land), and what each snapshot's manifests name, for expiry.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from dataclasses import dataclass
+
+import structlog
+
+from flight_server.paimon import compat
+
+log = structlog.get_logger(__name__)
+
+_IDENTIFIERS = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    """A data file of the latest snapshot, with what compaction orders and sizes it by."""
+
+    entry: object  # pypaimon's ManifestEntry
+    name: str
+    size: int
+    rows: int
+    min_seq: int
+    level: int
+
+
+class TableStore:
+    """One Paimon table, for maintenance."""
+
+    def __init__(self, table):
+        self.table = table
+        self.name = str(table.identifier) if hasattr(table, "identifier") else "?"
+        self.manager = table.snapshot_manager()
+        self.file_io = table.file_io
+        self.path = str(table.table_path).rstrip("/")
+        self._commit_user = f"flight-paimon-maintenance-{uuid.uuid4()}"
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def latest(self):
+        return self.manager.get_latest_snapshot()
+
+    def earliest_id(self) -> int | None:
+        return compat.earliest_snapshot_id(self.manager)
+
+    def snapshot(self, snapshot_id: int):
+        """The snapshot, None when its file is gone (expired meanwhile)."""
+        try:
+            return self.manager.get_snapshot_by_id(snapshot_id)
+        except FileNotFoundError:
+            return None
+
+    def snapshot_path(self, snapshot_id: int) -> str:
+        return self.manager.get_snapshot_path(snapshot_id)
+
+    def write_earliest_hint(self, snapshot_id: int) -> None:
+        self.file_io.write_file(f"{self.path}/snapshot/EARLIEST", str(snapshot_id), overwrite=True)
+
+    def tagged_snapshots(self) -> list:
+        """The snapshots the table's tags keep, by id."""
+        from pypaimon.tag.tag_manager import TagManager
+
+        tags = TagManager(self.file_io, self.path)
+        out = []
+        for name in tags.list_tags() if self.file_io.exists(tags.tag_directory()) else []:
+            tag = tags.get(name)
+            if tag is not None:
+                out.append(tag.trim_to_snapshot() if hasattr(tag, "trim_to_snapshot") else tag)
+        return sorted(out, key=lambda s: s.id)
+
+    def consumers(self) -> dict[str, int]:
+        """Consumer id -> its next snapshot."""
+        return self._consumers().consumers()
+
+    def expire_consumers(self, older_than_ms: int) -> list[str]:
+        """Remove consumers whose progress file was last written before `older_than_ms` (epoch ms);
+        returns their ids."""
+        from datetime import datetime
+
+        manager = self._consumers()
+        before = set(manager.list_all_ids())
+        manager.expire(datetime.fromtimestamp(older_than_ms / 1000))
+        return sorted(before - set(manager.list_all_ids()))
+
+    def _consumers(self):
+        from pypaimon.consumer.consumer_manager import ConsumerManager
+
+        return ConsumerManager(self.file_io, self.path)
+
+    # -- files -----------------------------------------------------------------------------
+
+    def live_files(self, snapshot) -> dict[tuple, list[LiveFile]]:
+        """The data files `snapshot` reads, by (partition values, bucket)."""
+        if snapshot is None:
+            return {}
+        scan = self.table.copy({"scan.snapshot-id": str(snapshot.id)}).new_read_builder().new_scan()
+        groups: dict[tuple, list[LiveFile]] = {}
+        for entry in scan.file_scanner.plan_files():
+            f = entry.file
+            key = (tuple(entry.partition.values), entry.bucket)
+            groups.setdefault(key, []).append(
+                LiveFile(entry, f.file_name, f.file_size, f.row_count, f.min_sequence_number, f.level))
+        for files in groups.values():
+            files.sort(key=lambda lf: (lf.min_seq, lf.name))
+        return groups
+
+    def data_paths(self, entry) -> list[str]:
+        """Where a data file (and its extra files) lives."""
+        from pypaimon.utils.file_store_path_factory import canonical_data_file_path
+
+        f = entry.file
+        values = tuple(entry.partition.values)
+        main = f.physical_path() if f.external_path else canonical_data_file_path(self.table, values, entry.bucket,
+                                                                                  f.file_name)
+        parent = main.rsplit("/", 1)[0]
+        return [main] + [f"{parent}/{extra}" for extra in (f.extra_files or [])]
+
+    def manifest_path(self, name: str) -> str:
+        return f"{self.path}/manifest/{name}"
+
+    def manifest_lists(self, snapshot) -> list[str]:
+        """The manifest list files a snapshot names (base, delta, changelog)."""
+        return [n for n in (snapshot.base_manifest_list, snapshot.delta_manifest_list,
+                            snapshot.changelog_manifest_list) if n]
+
+    def manifests_of_list(self, list_name: str) -> list[str]:
+        from pypaimon.manifest.manifest_list_manager import ManifestListManager
+
+        return [m.file_name for m in ManifestListManager(self.table).read(list_name)]
+
+    def delta_entries(self, snapshot, changelog: bool = False) -> list:
+        """The entries a snapshot's delta (or changelog) manifests hold: what it added and removed."""
+        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+
+        list_name = snapshot.changelog_manifest_list if changelog else snapshot.delta_manifest_list
+        if not list_name:
+            return []
+        files = ManifestFileManager(self.table)
+        return [e for name in self.manifests_of_list(list_name) for e in files.read(name)]
+
+    def file_names(self, snapshot) -> set[str]:
+        """The names of the data files `snapshot` reads (a tag's snapshot too, whose own snapshot
+        file may be gone): its base and delta manifests, merged."""
+        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+        from pypaimon.manifest.schema.file_entry import FileEntry
+
+        files = ManifestFileManager(self.table)
+        entries = [e for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list) if list_name
+                   for name in self.manifests_of_list(list_name) for e in files.read(name)]
+        return {e.file.file_name for e in FileEntry.merge_entries(entries) if e.kind == 0}
+
+    def delete(self, path: str) -> bool:
+        """Delete one file; True if this call removed it (False: it was gone already)."""
+        try:
+            return bool(self.file_io.delete(path, False))
+        except FileNotFoundError:
+            return False
+
+    # -- compaction ------------------------------------------------------------------------
+
+    def rewrite(self, files: list[LiveFile]):
+        """The rows of `files` (one partition and bucket) written again by pypaimon-rust's writer:
+        commit messages naming the new files, not yet committed."""
+        from pypaimon.read.split import DataSplit
+
+        first = files[0].entry
+        metas = []
+        for lf in files:
+            lf.entry.file.file_path = self.data_paths(lf.entry)[0]
+            metas.append(lf.entry.file)
+        split = DataSplit(metas, first.partition, first.bucket, raw_convertible=not self.table.primary_keys,
+                          total_buckets=first.total_buckets)
+        data = self.table.new_read_builder().new_read().to_arrow([split])
+        builder = compat.native_write_table(self.table).new_batch_write_builder()
+        write = builder.new_write()
+        try:
+            write.write_arrow(data)
+            return write.prepare_commit()
+        finally:
+            write.close()
+
+    def commit_compact(self, messages, replaced: list[LiveFile]) -> int:
+        """Commit the rewritten files in place of `replaced` as one COMPACT snapshot (adds no rows).
+        Raises when the commit conflicts (another writer removed a replaced file meanwhile)."""
+        from pypaimon.manifest.schema.manifest_entry import ManifestEntry
+
+        commit = self.table.new_batch_write_builder().new_commit()
+        fsc = commit.file_store_commit
+        adds = fsc._collect_manifest_entries(messages)
+        deletes = [ManifestEntry(kind=1, partition=lf.entry.partition, bucket=lf.entry.bucket,
+                                 total_buckets=lf.entry.total_buckets, file=lf.entry.file) for lf in replaced]
+        identifier = next(_IDENTIFIERS)
+        start = time.perf_counter()
+        try:
+            fsc.commit_user = self._commit_user
+            fsc._try_commit(commit_kind="COMPACT", commit_identifier=identifier,
+                            commit_entries_plan=lambda _latest: adds + deletes, detect_conflicts=True)
+        finally:
+            commit.close()
+        found = compat.find_commit(self.table, self._commit_user, identifier)
+        log.info("compaction_committed", table=self.name, snapshot=found, files_in=len(replaced),
+                 files_out=len(adds), ms=round((time.perf_counter() - start) * 1000, 1))
+        return found

@@ -1,0 +1,227 @@
+"""Table maintenance on real servers and real pypaimon tables: compaction and snapshot expiry keep a
+durable table's files and snapshots bounded, readers see every row exactly once, and nothing a
+kept snapshot, tag or consumer needs is ever deleted."""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from flight_server.wire import names
+from producers import Client
+from tests.conftest import RunningServer, wait_for
+from tests.paimon_tables import Follower, Warehouse, command, read_all, rows
+from tests.test_ingest import SCHEMA as INGEST_SCHEMA, put_raw, rows as ingest_rows
+
+pytestmark = pytest.mark.timeout(180)
+
+OPTIONS = {"bucket": "2", "bucket-key": "id"}
+
+
+def batch_rows(b: int, n: int = 20) -> pa.RecordBatch:
+    return ingest_rows(b, n)
+
+
+@pytest.fixture
+def fast(warehouse):
+    """A server committing every 5 ms (a snapshot per batch) with maintenance rounds every 50 ms."""
+    running = RunningServer(warehouse, commit_interval_ms=5)
+    running.server.maintainer.round_s = 0.05
+    client = Client(running.uri, timeout=30)
+    yield running, client
+    client.close()
+    running.stop()
+
+
+def ingest(client, table: str, batches: range) -> list:
+    descriptor = flight.FlightDescriptor.for_path(*names.paimon_path(table))
+    return [put_raw(client, descriptor, [batch_rows(b)])[0] for b in batches]
+
+
+def table_of(warehouse: str, name: str):
+    return Warehouse(warehouse).catalog.get_table(name)
+
+
+def live_files(table, snapshot_id: int | None = None) -> list:
+    t = table if snapshot_id is None else table.copy({"scan.snapshot-id": str(snapshot_id)})
+    return t.new_read_builder().new_scan().file_scanner.plan_files()
+
+
+def maintenance(client, table: str) -> dict:
+    return client.stats(table)["maintenance"].get(table, {})
+
+
+def settled(client, table: str) -> bool:
+    """Maintenance has run since the table's last commit and has nothing more to do."""
+    state = maintenance(client, table)
+    return bool(state) and not state["due"]
+
+
+def data_files_on_disk(warehouse: str, table: str) -> set[str]:
+    db, name = table.split(".")
+    root = os.path.join(warehouse, f"{db}.db", name)
+    return {f for _, _, files in os.walk(root) for f in files if f.startswith("data-")}
+
+
+def test_durable_ingest_keeps_an_append_table_compacted_and_readers_see_each_row_once(fast, warehouse):
+    running, client = fast
+    client.create_table("db.t", INGEST_SCHEMA, options=OPTIONS)
+    follow = client.flight.get_flight_info(command({"table": "db.t", "follow": True, "start": "earliest",
+                                                    "poll_interval_ms": 20}))
+    followers = [Follower(client, ep) for ep in follow.endpoints]
+    acks = ingest(client, "db.t", range(60))
+    last = max(a.snapshot for a in acks)
+    wait_for(lambda: settled(client, "db.t"), "maintenance after the last commit", timeout=60)
+    table = table_of(warehouse, "db.t")
+    kinds = collections.Counter(table.snapshot_manager().get_snapshot_by_id(i).commit_kind
+                                for i in range(1, table.snapshot_manager().get_latest_snapshot().id + 1))
+    assert kinds["APPEND"] == 60 and kinds["COMPACT"] >= 1
+    assert len(live_files(table)) < 10, "a bucket keeps fewer than compaction.min.file-num small files"
+    expected = sorted(i for b in range(60) for i in batch_rows(b).column("id").to_pylist())
+    _, whole = read_all(client, command({"table": "db.t"}))
+    assert sorted(whole.column("id").to_pylist()) == expected
+    latest = table.snapshot_manager().get_latest_snapshot().id
+    _, delta = read_all(client, command({"table": "db.t", "from_snapshot": 0, "to_snapshot": latest}))
+    assert sorted(delta.column("id").to_pylist()) == expected, "a delta over COMPACT snapshots reads each row once"
+    _, then = read_all(client, command({"table": "db.t", "snapshot": acks[29].snapshot}))
+    assert sorted(then.column("id").to_pylist()) == sorted(i for b in range(30) for i in batch_rows(b).column("id").to_pylist())
+    got = []
+    for f in followers:
+        f.drain_until_done(latest)
+        f.cancel()
+        got += [i for _, batch in f.received for i in batch.column("id").to_pylist()]
+    assert sorted(got) == expected, "a follow skips COMPACT snapshots: every row exactly once"
+    assert last < latest
+
+
+def test_expiry_keeps_num_retained_and_deletes_only_what_no_kept_snapshot_reads(fast, warehouse):
+    running, client = fast
+    client.create_table("db.t", INGEST_SCHEMA, options={
+        **OPTIONS, "snapshot.num-retained.min": "2", "snapshot.num-retained.max": "5", "compaction.min.file-num": "3"})
+    ingest(client, "db.t", range(40))
+    table = table_of(warehouse, "db.t")
+    manager = table.snapshot_manager()
+
+    wait_for(lambda: settled(client, "db.t"), "maintenance after the last commit", timeout=60)
+    assert maintenance(client, "db.t")["snapshots"] <= 5
+    latest = manager.get_latest_snapshot().id
+    earliest = latest - maintenance(client, "db.t")["snapshots"] + 1
+    assert manager.get_snapshot_by_id(earliest - 1) is None
+    on_disk = data_files_on_disk(warehouse, "db.t")
+    needed = set()
+    expected = sorted(i for b in range(40) for i in batch_rows(b).column("id").to_pylist())
+    for sid in range(earliest, latest + 1):  # every kept snapshot reads whole: none of its files was deleted
+        files = {e.file.file_name for e in live_files(table, sid)}
+        assert files <= on_disk, f"snapshot {sid} names deleted files {sorted(files - on_disk)[:3]}"
+        needed |= files
+        data = Warehouse(warehouse).read("db.t", sid)
+        if manager.get_snapshot_by_id(sid).total_record_count == 800:
+            assert sorted(data.column("id").to_pylist()) == expected
+    assert on_disk == needed, f"{len(on_disk - needed)} data files no kept snapshot reads were left"
+    state = maintenance(client, "db.t")
+    assert state["files_deleted"] > 0 and state["last_expiry"]["first_kept"] <= earliest
+
+
+def test_a_consumer_keeps_its_snapshots_until_it_expires(fast, warehouse):
+    running, client = fast
+    client.create_table("db.t", INGEST_SCHEMA, options={
+        **OPTIONS, "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "3",
+        "consumer.expiration-time": "1 h"})
+    acks = ingest(client, "db.t", range(5))
+    client.action(names.CONSUMER_COMMIT, {"table": "db.t", "consumer_id": "slow", "next_snapshot": acks[1].snapshot})
+    ingest(client, "db.t", range(5, 30))
+    manager = table_of(warehouse, "db.t").snapshot_manager()
+    wait_for(lambda: settled(client, "db.t"), "maintenance after the last commit", timeout=60)
+    assert maintenance(client, "db.t")["expiries"] > 0
+    assert manager.get_snapshot_by_id(acks[1].snapshot) is not None, "the consumer's next snapshot was expired"
+    _, still = read_all(client, command({"table": "db.t", "snapshot": acks[1].snapshot}))
+    assert still.num_rows == 40
+    client.action(names.CONSUMER_COMMIT, {"table": "db.t", "consumer_id": "slow",
+                                          "next_snapshot": manager.get_latest_snapshot().id})
+    result = client.action(names.EXPIRE_SNAPSHOTS, {"table": "db.t"})
+    assert result["expired"] > 0 and manager.get_snapshot_by_id(acks[1].snapshot) is None
+    # A consumer not written to for consumer.expiration-time is removed, as Paimon's committer does.
+    old = manager.get_latest_snapshot().id
+    client.action(names.CONSUMER_COMMIT, {"table": "db.t", "consumer_id": "gone", "next_snapshot": old})
+    consumer_file = os.path.join(warehouse, "db.db", "t", "consumer", "consumer-gone")
+    os.utime(consumer_file, (1, 1))  # last written in 1970
+    ingest(client, "db.t", range(30, 40))
+    wait_for(lambda: not os.path.exists(consumer_file), "the stale consumer's removal", timeout=60)
+    assert os.path.exists(os.path.join(warehouse, "db.db", "t", "consumer", "consumer-slow"))
+    client.action(names.CONSUMER_COMMIT, {"table": "db.t", "consumer_id": "slow",
+                                          "next_snapshot": manager.get_latest_snapshot().id + 1})
+    client.action(names.EXPIRE_SNAPSHOTS, {"table": "db.t"})
+    assert manager.get_snapshot_by_id(old) is None
+
+
+def test_a_tag_keeps_its_files_through_compaction_and_expiry(fast, warehouse):
+    running, client = fast
+    client.create_table("db.t", INGEST_SCHEMA, options={
+        **OPTIONS, "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2", "write-only": "true"})
+    acks = ingest(client, "db.t", range(10))
+    table = table_of(warehouse, "db.t")
+    table.create_tag("at10", snapshot_id=acks[-1].snapshot)
+    ingest(client, "db.t", range(10, 20))
+    assert maintenance(client, "db.t").get("compactions", 0) == 0, "write-only: the writer maintains nothing"
+    client.action(names.COMPACT, {"table": "db.t"})
+    ingest(client, "db.t", range(20, 25))
+    result = client.action(names.EXPIRE_SNAPSHOTS, {"table": "db.t"})
+    assert result["expired"] >= 20 and result["files_deleted"] > 0
+    tagged = table.copy({"scan.tag-name": "at10"})
+    rb = tagged.new_read_builder()
+    data = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    assert sorted(data.column("id").to_pylist()) == sorted(i for b in range(10) for i in batch_rows(b).column("id").to_pylist())
+
+
+def test_compact_and_expire_by_hand_on_a_table_written_by_pypaimon(client, warehouse):
+    wh = Warehouse(warehouse)
+    t = wh.create("logs", buckets=-1, partition_keys=["region"])
+    for i in range(12):
+        wh.commit(t, rows(i * 10, 10))
+    before = sorted(wh.read(t).column("id").to_pylist())
+    result = client.action(names.COMPACT, {"table": t, "partition": {"region": "eu"}})
+    assert result["files_in"] == 12 and result["files_out"] == 1 and len(result["snapshots"]) == 1
+    result = client.action(names.COMPACT, {"table": t})
+    assert result["files_in"] == 24 and len(result["snapshots"]) == 2
+    assert sorted(wh.read(t).column("id").to_pylist()) == before
+    with pytest.raises(pa.ArrowInvalid, match="retain_max 1 is below retain_min 10"):
+        client.action(names.EXPIRE_SNAPSHOTS, {"table": t, "retain_max": 1})
+    result = client.action(names.EXPIRE_SNAPSHOTS, {"table": t, "retain_max": 1, "retain_min": 1})
+    assert result == {"expired": 14, "first_kept": 15, "files_deleted": result["files_deleted"], "consumers_removed": []}
+    assert sorted(wh.read(t).column("id").to_pylist()) == before
+    assert len(data_files_on_disk(warehouse, t)) == 3
+    with pytest.raises(pa.ArrowInvalid, match="retain_max"):
+        client.action(names.EXPIRE_SNAPSHOTS, {"table": t, "retain_max": 0})
+    with pytest.raises(pa.ArrowInvalid, match="takes no key"):
+        client.action(names.COMPACT, {"table": t, "full": True})
+
+
+def test_flight_cli_compact_and_expire_snapshots(server, warehouse):
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, child_env
+
+    wh = Warehouse(warehouse)
+    t = wh.create("events", buckets=1)
+    for i in range(6):
+        wh.commit(t, rows(i * 10, 10))
+
+    def cli(*args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "flight_server.cli", *args, "--uri", server.uri],
+                              capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
+
+    done = cli("compact", f"paimon:{t}")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["files_in"] == 6
+    done = cli("expire-snapshots", t, "--retain-max", "1", "--retain-min", "1")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["expired"] == 6
+    bad = cli("compact", "push:orders")
+    assert bad.returncode == 2 and "need no maintenance" in bad.stderr and "Traceback" not in bad.stderr
+    assert sorted(wh.read(t).column("id").to_pylist()) == list(range(60))
