@@ -225,3 +225,69 @@ def test_flight_cli_compact_and_expire_snapshots(server, warehouse):
     bad = cli("compact", "push:orders")
     assert bad.returncode == 2 and "need no maintenance" in bad.stderr and "Traceback" not in bad.stderr
     assert sorted(wh.read(t).column("id").to_pylist()) == list(range(60))
+
+
+def test_a_read_pinned_to_a_snapshot_that_expires_fails_naming_it(client, warehouse):
+    wh = Warehouse(warehouse)
+    t = wh.create("orders", buckets=1)
+    for i in range(6):
+        wh.commit(t, rows(i * 10, 10))
+    at3 = client.flight.get_flight_info(command({"table": t, "snapshot": 3}), client.options())
+    delta = client.flight.get_flight_info(command({"table": t, "from_snapshot": 1, "to_snapshot": 4}), client.options())
+    client.action(names.COMPACT, {"table": t})
+    client.action(names.EXPIRE_SNAPSHOTS, {"table": t, "retain_max": 1, "retain_min": 1})
+    for fi, gone in ((at3, 3), (delta, 2)):
+        with pytest.raises(KeyError, match=f"Snapshot {gone} of Paimon table 'db.orders' expired while it was read"):
+            client.flight.do_get(fi.endpoints[0].ticket, client.options()).read_all()
+
+
+def test_two_servers_ingesting_and_maintaining_one_table_lose_and_double_nothing(warehouse):
+    """Both servers commit into one table and both compact and expire it: Paimon's optimistic commit
+    lets only one of two conflicting compactions land, and expiry deletes no file a kept snapshot reads."""
+    from producers.examples.events import SCHEMA as EVENTS, batch
+
+    servers = [RunningServer(warehouse, commit_interval_ms=5) for _ in range(2)]
+    for s in servers:
+        s.server.maintainer.round_s = 0.02
+    clients = [Client(s.uri, timeout=30) for s in servers]
+    try:
+        clients[0].create_table("db.e", EVENTS, options={
+            "bucket": "2", "bucket-key": "id", "snapshot.num-retained.min": "3", "snapshot.num-retained.max": "8",
+            "compaction.min.file-num": "3"})
+        errors = []
+
+        def produce(i: int) -> None:
+            try:
+                with clients[i % 2].paimon_sink("db.e", producer=f"p{i}", max_unacked=4) as sink:
+                    for seq in range(40):
+                        sink.write(batch(f"p{i}", seq, 10))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        import threading
+        threads = [threading.Thread(target=produce, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        wait_for(lambda: all(settled(c, "db.e") for c in clients), "both servers' maintenance", timeout=60)
+        states = [maintenance(c, "db.e") for c in clients]
+        assert sum(s["compactions"] for s in states) > 0 and sum(s["files_deleted"] for s in states) > 0
+        table = table_of(warehouse, "db.e")
+        manager = table.snapshot_manager()
+        latest, on_disk = manager.get_latest_snapshot().id, data_files_on_disk(warehouse, "db.e")
+        earliest = latest
+        while manager.get_snapshot_by_id(earliest - 1) is not None:
+            earliest -= 1
+        for sid in range(earliest, latest + 1):
+            files = {e.file.file_name for e in live_files(table, sid)}
+            assert files <= on_disk, f"kept snapshot {sid} names deleted files"
+        data = Warehouse(warehouse).read("db.e")
+        held = collections.Counter(zip(data.column("producer").to_pylist(), data.column("seq").to_pylist()))
+        assert held == {(f"p{i}", seq): 10 for i in range(4) for seq in range(40)}
+    finally:
+        for c in clients:
+            c.close()
+        for s in servers:
+            s.stop()

@@ -197,8 +197,8 @@ class PaimonSource:
             stream = follow.follow(scope, ticket, is_cancelled, self.stopping, position)
             return scope.schema, self._counted(stream, position)
         if ticket.mode == "delta":
-            return scope.schema, _delta(scope, ticket)
-        return scope.schema, _snapshot(scope, ticket)
+            return scope.schema, _expired_named(scope, ticket, _delta(scope, ticket))
+        return scope.schema, _expired_named(scope, ticket, _snapshot(scope, ticket))
 
     @property
     def open_follows(self) -> int:
@@ -264,6 +264,25 @@ def _pinned(tickets: list[PaimonTicket], plan: list[tuple[int, list]] | None) ->
         size = sum(len(s) for _, splits in pinned for s in splits)
         out.append(replace(t, pinned=pinned) if size <= MAX_PINNED_BYTES else t)
     return out
+
+
+def _expired_named(scope: Scope, ticket: PaimonTicket, items: Iterator) -> Iterator:
+    """A pinned read whose files snapshot expiry deleted meanwhile ends naming the snapshot, not as
+    an internal error (pypaimon and pypaimon-rust report a missing file in several ways)."""
+    try:
+        yield from items
+    except Exception as e:  # noqa: BLE001 - re-raised unless a snapshot of the ticket is gone
+        text = str(e)
+        if not (isinstance(e, FileNotFoundError) or "NotFound" in text or "No such file" in text):
+            raise
+        wanted = [ticket.snapshot] if ticket.mode == "snapshot" else range(ticket.from_snapshot + 1, ticket.to_snapshot + 1)
+        gone = [sid for sid in wanted if sid is not None and scope.table.snapshot_manager().get_snapshot_by_id(sid) is None]
+        if not gone:
+            raise
+        raise NotFound(
+            f"Snapshot {gone[0]} of Paimon table {scope.name!r} expired while it was read (snapshot expiry deleted "
+            "its files); plan the read again, or keep the snapshot with a tag or a consumer.",
+            table=scope.name, snapshot=gone[0]) from e
 
 
 def _snapshot(scope: Scope, ticket: PaimonTicket) -> Iterator:
