@@ -116,6 +116,7 @@ class FlightPaimonServer(flight.FlightServerBase):
     def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
                  ticket_key: bytes | None = None, warehouse: str | None = None, metrics: bool = False,
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
+                 maintenance_interval_ms: int = 1000,
                  auth: AuthConfig | None = None, streams: StreamSlots | None = None,
                  budget: TableBudget | None = None, warehouse_options: dict[str, str] | None = None, **kwargs):
         """`warehouse_options`: pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
@@ -134,7 +135,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.metrics = Metrics(self.push, self.paimon) if metrics else None
         if self.metrics is not None:
             self.push.on_drop.append(self.metrics.forget_push_table)
-        self.maintainer = Maintainer(self.paimon)
+        self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000)
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed)
         self.registries = actions.Registries(self.push, self.paimon, self.ingest, self.maintainer, time.time())
         self.tickets = TicketCodec(ticket_key)

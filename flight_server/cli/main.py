@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--commit-bytes", type=_size, default="64MiB",
                    help="durable writes: commit sooner once this many bytes wait, e.g. 16MiB; producers wait "
                         "past it")
+    p.add_argument("--maintenance-interval-ms", type=int, default=1000,
+                   help="compact and expire a Paimon table this server writes at most this often after its commits "
+                        "(docs/protocol.md, \"Table maintenance\")")
     s = p.add_argument_group("security (docs/protocol.md, \"Security\")")
     s.add_argument("--tls-cert", help="PEM certificate chain: serve grpc+tls:// (with --tls-key)")
     s.add_argument("--tls-key", help="PEM private key of --tls-cert")

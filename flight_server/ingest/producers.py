@@ -66,7 +66,7 @@ class ProducerSeqs:
         start = (self.seen or 0) + 1
         earliest = compat.earliest_snapshot_id(manager) or start
         for sid in range(max(start, earliest), latest.id + 1):
-            snap = latest if sid == latest.id else manager.get_snapshot_by_id(sid)
+            snap = latest if sid == latest.id else compat.snapshot(manager, sid)
             if snap is not None:
                 self._merge(snap)
         with self._lock:
@@ -80,7 +80,7 @@ class ProducerSeqs:
             return
         earliest = compat.earliest_snapshot_id(manager) or latest.id
         for sid in range(latest.id, earliest - 1, -1):
-            snap = latest if sid == latest.id else manager.get_snapshot_by_id(sid)
+            snap = latest if sid == latest.id else compat.snapshot(manager, sid)
             if snap is not None and PROPERTY in (snap.properties or {}):
                 self._merge(snap)
                 break

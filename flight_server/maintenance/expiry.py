@@ -5,16 +5,17 @@ Which snapshots: the oldest ones beyond `snapshot.num-retained.max`, and older o
 run; never one at or after a consumer's next snapshot (consumers not written to for
 `consumer.expiration-time` are removed first, as Paimon's committer does).
 
-What is deleted, for the expired range [begin, end) (`end` the first snapshot kept):
-1. data files that a snapshot in (begin, end] removed (its delta's DELETE entries): no snapshot at
-   or after `end` reads them, since a file once removed never comes back; a file the nearest
-   earlier tag reads is kept;
-2. the changelog files the expired snapshots added;
-3. their manifest lists and manifests, unless snapshot `end` or a tag names them;
-4. the snapshot files, oldest first, then the EARLIEST hint.
-In that order, as Paimon's: a run cut off anywhere leaves the expired snapshots' files in place
-for the next run to finish (files already gone are skipped), and never a kept snapshot, tag or
-consumer position that names a deleted file.
+What is deleted, as Java's SnapshotDeletion does, one snapshot at a time from the oldest: for
+each expired snapshot S (S + 1 the next, kept or expiring later)
+1. the snapshot file of S, and the EARLIEST hint moves to S + 1 (first: no listed snapshot ever
+   names a file deleted below);
+2. the data files S + 1 removed (its delta's DELETE entries): no snapshot from S + 1 on reads
+   them, since a file once removed never comes back; a file the nearest earlier tag reads stays;
+3. the changelog files S added;
+4. S's manifest lists and manifests that S + 1 (and so every later snapshot) and the tags do not name.
+A run cut off anywhere leaves no snapshot naming a deleted file; the next run starts by deleting
+the data files its earliest snapshot removed (step 2 of the step cut off). Only the manifests of
+that one step can be left, unreferenced, for orphan removal.
 """
 
 from __future__ import annotations
@@ -85,52 +86,50 @@ def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max:
 
 def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int]:
     begin = earliest
-    for sid in range(end - 1, earliest - 1, -1):  # a run cut off may have deleted the oldest already
+    for sid in range(end - 1, earliest - 1, -1):  # another server may be expiring the same range
         if store.snapshot(sid) is None:
             begin = sid + 1
             break
-    kept = store.snapshot(end)
-    if kept is None:
-        raise RuntimeError(f"snapshot {end} of {store.name} vanished while expiring before it")
     tags = store.tagged_snapshots()
-    deleted = 0
+    tag_manifests = _manifest_names(store, tags)
     tag_files: dict[int, set[str]] = {}
-    for sid in range(begin + 1, end + 1):  # 1. data files removed by (begin, end]
-        snap = kept if sid == end else store.snapshot(sid)
-        if snap is None:
-            continue
-        previous_tags = [t for t in tags if t.id < sid]
-        keep = set()
-        if previous_tags:
-            tag = previous_tags[-1]
-            if tag.id not in tag_files:
-                tag_files[tag.id] = store.file_names(tag)
-            keep = tag_files[tag.id]
-        for entry in _entries(store, snap):
-            if entry.kind == DELETE and entry.file.file_name not in keep:
-                deleted += _delete_all(store, store.data_paths(entry))
-    for sid in range(begin, end):  # 2. changelog files of the expired snapshots
-        snap = store.snapshot(sid)
-        if snap is not None and snap.changelog_manifest_list:
-            for entry in _entries(store, snap, changelog=True):
-                if entry.kind != DELETE:
-                    deleted += _delete_all(store, store.data_paths(entry))
-    skip = _manifest_names(store, [kept, *tags])
-    for sid in range(begin, end):  # 3. manifests and lists no kept snapshot or tag names
-        snap = store.snapshot(sid)
-        if snap is None:
-            continue
+    snap = store.snapshot(begin)
+    if snap is None:
+        return 0, 0
+    # A run cut off after deleting the snapshot before `begin` left the files `begin` removed: finish.
+    deleted = _delete_removed_by(store, snap, tags, tag_files)
+    for sid in range(begin, end):
+        nxt = store.snapshot(sid + 1)
+        if nxt is None:
+            break  # expired meanwhile by another server, or gone: nothing kept depends on us here
+        skip = tag_manifests | _manifest_names(store, [nxt])  # what sid + 1 still names (and so every later one)
+        store.delete(store.snapshot_path(sid))  # first: no listed snapshot ever names a deleted file
+        store.write_earliest_hint(sid + 1)
+        deleted += _delete_removed_by(store, nxt, tags, tag_files)
+        if snap.changelog_manifest_list:
+            deleted += sum(_delete_all(store, store.data_paths(e))
+                           for e in _entries(store, snap, changelog=True) if e.kind != DELETE)
         for list_name in store.manifest_lists(snap):
-            if list_name in skip:
-                continue
-            for name in _listed(store, list_name):
-                if name not in skip:
-                    deleted += _delete_all(store, [store.manifest_path(name)])
-            deleted += _delete_all(store, [store.manifest_path(list_name)])
-    for sid in range(begin, end):  # 4. the snapshots themselves, oldest first
-        store.delete(store.snapshot_path(sid))
-    store.write_earliest_hint(end)
+            if list_name not in skip:
+                deleted += sum(_delete_all(store, [store.manifest_path(m)])
+                               for m in _listed(store, list_name) if m not in skip)
+                deleted += _delete_all(store, [store.manifest_path(list_name)])
+        snap = nxt
     return deleted, end - begin
+
+
+def _delete_removed_by(store: TableStore, snapshot, tags: list, tag_files: dict[int, set[str]]) -> int:
+    """Delete the data files `snapshot` removed (its delta's DELETE entries): no snapshot from it on
+    reads them, a file once removed never comes back; a file the nearest earlier tag reads stays."""
+    earlier = [t for t in tags if t.id < snapshot.id]
+    keep: set[str] = set()
+    if earlier:
+        tag = earlier[-1]
+        if tag.id not in tag_files:
+            tag_files[tag.id] = store.file_names(tag)
+        keep = tag_files[tag.id]
+    return sum(_delete_all(store, store.data_paths(e)) for e in _entries(store, snapshot)
+               if e.kind == DELETE and e.file.file_name not in keep)
 
 
 def _entries(store: TableStore, snapshot, changelog: bool = False) -> list:

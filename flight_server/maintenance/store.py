@@ -56,16 +56,13 @@ class TableStore:
 
     def snapshot(self, snapshot_id: int):
         """The snapshot, None when its file is gone (expired meanwhile)."""
-        try:
-            return self.manager.get_snapshot_by_id(snapshot_id)
-        except FileNotFoundError:
-            return None
+        return compat.snapshot(self.manager, snapshot_id)
 
     def snapshot_path(self, snapshot_id: int) -> str:
         return self.manager.get_snapshot_path(snapshot_id)
 
     def write_earliest_hint(self, snapshot_id: int) -> None:
-        self.file_io.write_file(f"{self.path}/snapshot/EARLIEST", str(snapshot_id), overwrite=True)
+        compat.write_whole(self.file_io, f"{self.path}/snapshot/EARLIEST", str(snapshot_id))
 
     def tagged_snapshots(self) -> list:
         """The snapshots the table's tags keep, by id."""

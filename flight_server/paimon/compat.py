@@ -128,7 +128,7 @@ def recent_changelog(manager) -> bool:
     if latest is None:
         return False
     for sid in range(latest.id, max(0, latest.id - RECENT_SNAPSHOTS), -1):
-        snap = latest if sid == latest.id else manager.get_snapshot_by_id(sid)
+        snap = latest if sid == latest.id else snapshot(manager, sid)
         if snap is not None and snap.changelog_manifest_list:
             return True
     return False
@@ -146,6 +146,15 @@ def close_planner(planner) -> None:
         executor.shutdown(wait=False, cancel_futures=True)
 
 
+def snapshot(manager, snapshot_id: int):
+    """The snapshot, None when there is none: also when expiry deleted it between pypaimon's
+    existence check and its read (which raises)."""
+    try:
+        return manager.get_snapshot_by_id(snapshot_id)
+    except FileNotFoundError:
+        return None
+
+
 def snapshots_around(manager, millis: int) -> tuple[int | None, int | None]:
     """(last snapshot with time_millis <= millis, first with time_millis >= millis), ids or None."""
     before = manager.earlier_or_equal_time_mills(millis)
@@ -157,7 +166,7 @@ def snapshots_around(manager, millis: int) -> tuple[int | None, int | None]:
     if before is None:
         earliest = earliest_snapshot_id(manager)
         return None, earliest
-    nxt = manager.get_snapshot_by_id(before.id + 1) if before.id < latest.id else None
+    nxt = snapshot(manager, before.id + 1) if before.id < latest.id else None
     return before.id, (None if nxt is None else nxt.id)
 
 
@@ -203,6 +212,19 @@ def write_consumer(table, consumer_id: str, next_snapshot: int) -> None:
     os.replace(temp, path)
 
 
+def write_whole(file_io, path: str, content: str) -> None:
+    """Write a small file whole or not at all: on a local warehouse beside it, then renamed over
+    (pypaimon overwrites in place, and a kill in between leaves an empty file); an object store's
+    PUT is already atomic."""
+    if not isinstance(file_io, LocalFileIO):
+        file_io.write_file(path, content, overwrite=True)
+        return
+    target = file_io._to_file(path)
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    temp.write_text(content)
+    os.replace(temp, target)
+
+
 def native_write_table(table):
     """The table with pypaimon's native (Rust) writer switched on: 15-40x faster than its Python
     writer for fixed buckets and primary keys (docs/benchmarks.md); pypaimon falls back to Python
@@ -218,7 +240,7 @@ def find_commit(table, commit_user: str, identifier: int) -> int:
     while snap is not None:
         if snap.commit_user == commit_user and snap.commit_identifier == identifier:
             return snap.id
-        snap = manager.get_snapshot_by_id(snap.id - 1) if snap.id > 1 else None
+        snap = snapshot(manager, snap.id - 1) if snap.id > 1 else None
     raise RuntimeError(f"commit {identifier} of {commit_user} made no snapshot")
 
 

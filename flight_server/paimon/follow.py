@@ -144,7 +144,7 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
             yield no_rows, messages.done_mark(nxt - 1)  # everything before the start is done
         while True:
             with _dropped_is_not_found(table, req.table, identity):
-                snap = sm.get_snapshot_by_id(nxt)
+                snap = compat.snapshot(sm, nxt)
                 check_identity(table, req.table, identity)  # after the read: that snapshot was ours
                 if snap is None:
                     _check_not_expired(req.table, sm, nxt)

@@ -81,7 +81,7 @@ class Scope:
     def snapshot(self, snapshot_id: int):
         """The snapshot, or NotFound saying whether it expired or is yet to come."""
         sm = self.table.snapshot_manager()
-        snap = sm.get_snapshot_by_id(snapshot_id) if snapshot_id >= 1 else None
+        snap = compat.snapshot(sm, snapshot_id) if snapshot_id >= 1 else None
         if snap is None:
             raise NotFound(_missing_snapshot(self.name, snapshot_id, sm), table=self.name, snapshot=snapshot_id)
         return snap

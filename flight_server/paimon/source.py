@@ -276,7 +276,7 @@ def _expired_named(scope: Scope, ticket: PaimonTicket, items: Iterator) -> Itera
         if not (isinstance(e, FileNotFoundError) or "NotFound" in text or "No such file" in text):
             raise
         wanted = [ticket.snapshot] if ticket.mode == "snapshot" else range(ticket.from_snapshot + 1, ticket.to_snapshot + 1)
-        gone = [sid for sid in wanted if sid is not None and scope.table.snapshot_manager().get_snapshot_by_id(sid) is None]
+        gone = [sid for sid in wanted if sid is not None and compat.snapshot(scope.table.snapshot_manager(), sid) is None]
         if not gone:
             raise
         raise NotFound(
