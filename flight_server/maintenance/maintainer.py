@@ -25,6 +25,7 @@ log = structlog.get_logger(__name__)
 
 ROUND_S = 1.0  # a table is maintained at most this often after commits
 JOIN_S = 30.0  # close() waits this long for a round in flight
+ROUND_BUDGET_S = 5.0  # a round repeats a step that found work for at most this long (then other tables' turn)
 
 
 @dataclass
@@ -96,11 +97,16 @@ class Maintainer:
                                                                  older_than_ms))
 
     def maintain(self, name: str) -> None:
-        """One round after commits: compact what needs it, then expire."""
+        """One round after commits: compact what needs it, then expire, each again while it finds
+        more to do (commits may outrun one compaction of max-file-num files) for up to ROUND_BUDGET_S."""
         def both(store, opts):
-            if opts.enabled:
-                self._compact(name, store, opts, None, full=False)
-                self._expire(name, store, opts)
+            if not opts.enabled:
+                return {}
+            deadline = time.monotonic() + ROUND_BUDGET_S
+            while self._compact(name, store, opts, None, full=False)["snapshots"] and time.monotonic() < deadline:
+                pass
+            while self._expire(name, store, opts)["expired"] and time.monotonic() < deadline:
+                pass
             return {}
 
         self._step(name, both)

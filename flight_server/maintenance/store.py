@@ -193,6 +193,9 @@ class TableStore:
         from pypaimon.manifest.schema.manifest_entry import ManifestEntry
 
         commit = self.table.new_batch_write_builder().new_commit()
+        # Its base list merges every small manifest (a replaced file's ADD and DELETE cancel), so
+        # a planner reads about as few manifests as for a table written in one commit.
+        compat.merge_manifests_on_commit(commit, min_count=1)
         fsc = commit.file_store_commit
         adds = fsc._collect_manifest_entries(messages)
         deletes = [ManifestEntry(kind=1, partition=lf.entry.partition, bucket=lf.entry.bucket,

@@ -1,0 +1,180 @@
+"""Does a durable table stay fast as it ages? An hour of ingest at ten commits a second, simulated.
+
+A server (`flight_cli serve`, --commit-interval-ms 1) takes small batches into two tables of the same
+shape (2 buckets): `db.kept`, maintained by the server (its defaults), and `db.raw` (`write-only`:
+never compacted nor expired). One producer writes each table in turn, a round of `--round` batches
+at a time (rounds alternating), each batch acked before the next, so each batch is one commit.
+Every `--sample-every` commits, for each table: its snapshots and live data files (pypaimon), and a
+full read through Flight, timed (median of 3, rounds alternating) against a baseline table that
+holds the same rows in one commit, written fresh at that point.
+
+Goals (issue 27): the maintained table's full read <= 1.2x the baseline's at any age, snapshots
+within retention, files bounded, ingest throughput with maintenance >= 0.9x without.
+
+Usage: .venv/bin/python scripts/bench_maintenance.py [--commits 36000] [--rows 100] [--round 500]
+       [--sample-every 3000] [--json docs/bench-results/maintenance.json] [--svg docs/benchmarks_maintenance.svg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.flight as flight  # noqa: E402
+
+from flight_server.cli.process import ServerProcess  # noqa: E402
+from flight_server.paimon import compat  # noqa: E402
+from producers import Client  # noqa: E402
+from producers.examples.events import SCHEMA, batch  # noqa: E402
+
+TABLES = ("db.kept", "db.raw")
+SHAPE = {"bucket": "2", "bucket-key": "id"}
+
+
+def full_read_s(client: Client, table: str) -> float:
+    start = time.perf_counter()
+    info = client.flight.get_flight_info(flight.FlightDescriptor.for_path("paimon", table), client.options())
+    rows = sum(client.flight.do_get(ep.ticket, client.options()).read_all().num_rows for ep in info.endpoints)
+    elapsed = time.perf_counter() - start
+    assert rows == info.total_records or info.total_records < 0, (table, rows, info.total_records)
+    return elapsed
+
+
+def shape_of(catalog, table: str) -> tuple[int, int]:
+    """(snapshots kept, live data files) of the table's latest snapshot."""
+    t = catalog.get_table(table)
+    manager = t.snapshot_manager()
+    latest = manager.get_latest_snapshot()
+    earliest = compat.earliest_snapshot_id(manager) or latest.id
+    return latest.id - earliest + 1, len(t.new_read_builder().new_scan().file_scanner.plan_files())
+
+
+def baseline(catalog, name: str, commits: int, rows: int) -> str:
+    """A table with the rows of `commits` batches in one commit (pypaimon's native writer)."""
+    compat.create_table(catalog, name, SCHEMA, None, None, SHAPE)
+    table = compat.native_write_table(catalog.get_table(name))
+    data = pa.Table.from_batches([batch("bench", i, rows) for i in range(commits)])
+    builder = table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(data)
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()
+    return name
+
+
+def svg(samples: list[dict], path: str) -> None:
+    """Snapshots and data files of both tables over commits, as a small dependency-free SVG."""
+    width, height, pad = 720, 360, 50
+    xs = [s["commits"] for s in samples]
+    series = [("kept snapshots", "kept_snapshots", "#1f77b4", ""), ("kept data files", "kept_files", "#ff7f0e", ""),
+              ("raw snapshots", "raw_snapshots", "#1f77b4", "4 3"), ("raw data files", "raw_files", "#ff7f0e", "4 3")]
+    top = max(max(s[key] for s in samples) for _, key, _, _ in series) or 1
+    import math
+
+    def y(v: float) -> float:  # log scale: 1 .. top
+        return height - pad - (math.log10(max(v, 1)) / math.log10(max(top, 10))) * (height - 2 * pad)
+
+    def x(v: float) -> float:
+        return pad + (v / max(xs)) * (width - 2 * pad)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           'font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{pad}" y="20">snapshots and live data files over commits (log scale; dashed: no maintenance)</text>',
+           f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
+           f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
+           f'<text x="{width - pad}" y="{height - pad + 30}" text-anchor="end">{max(xs)} commits</text>']
+    for decade in range(0, int(math.log10(max(top, 10))) + 1):
+        out.append(f'<text x="{pad - 5}" y="{y(10 ** decade) + 4}" text-anchor="end">{10 ** decade}</text>')
+    for i, (label, key, color, dash) in enumerate(series):
+        points = " ".join(f"{x(s['commits']):.1f},{y(s[key]):.1f}" for s in samples)
+        out.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>')
+        out.append(f'<text x="{pad + 10}" y="{pad + 15 + 14 * i}" fill="{color}">{label}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commits", type=int, default=36000, help="commits into each table (an hour at 10/s)")
+    ap.add_argument("--rows", type=int, default=100, help="rows a batch (a commit)")
+    ap.add_argument("--round", type=int, default=500, help="commits into one table before switching to the other")
+    ap.add_argument("--sample-every", type=int, default=3000)
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--svg", help="write the plot here")
+    args = ap.parse_args()
+    from pypaimon import CatalogFactory
+
+    with tempfile.TemporaryDirectory(prefix="bench-maintenance-") as tmp:
+        warehouse = os.path.join(tmp, "warehouse")
+        server = ServerProcess(warehouse, "--commit-interval-ms", "1", stderr=open(os.path.join(tmp, "server.log"), "w"))
+        client = Client(server.uri, timeout=120)
+        catalog = CatalogFactory.create({"warehouse": warehouse})
+        try:
+            client.create_table("db.kept", SCHEMA, options=SHAPE)
+            client.create_table("db.raw", SCHEMA, options={**SHAPE, "write-only": "true"})
+            sinks = {t: client.paimon_sink(t, producer="bench", max_unacked=1) for t in TABLES}
+            written = {t: 0 for t in TABLES}
+            rates: dict[str, list[float]] = {t: [] for t in TABLES}
+            samples: list[dict] = []
+            while written["db.kept"] < args.commits:
+                for table in TABLES:  # a round each, alternating
+                    sink, start = sinks[table], time.perf_counter()
+                    n = min(args.round, args.commits - written[table])
+                    for i in range(written[table], written[table] + n):
+                        sink.write(batch("bench", i, args.rows))
+                    while sink.acked < written[table] + n:
+                        time.sleep(0.001)  # the sink's acks arrive on its own thread
+                    rates[table].append(n / (time.perf_counter() - start))
+                    written[table] += n
+                done = written["db.kept"]
+                if done % args.sample_every == 0 or done == args.commits:
+                    base = baseline(catalog, f"db.base{done}", done, args.rows)
+                    reads = {t: [] for t in (*TABLES, base)}
+                    for _ in range(3):
+                        for t in ("db.kept", base):
+                            reads[t].append(full_read_s(client, t))
+                    reads["db.raw"].append(full_read_s(client, "db.raw"))  # once: it gets slow
+                    row = {"commits": done}
+                    for t, key in (("db.kept", "kept"), ("db.raw", "raw")):
+                        row[f"{key}_snapshots"], row[f"{key}_files"] = shape_of(catalog, t)
+                    row.update(kept_read_s=statistics.median(reads["db.kept"]), base_read_s=statistics.median(reads[base]),
+                               raw_read_s=reads["db.raw"][0])
+                    row["kept_vs_one_commit"] = row["kept_read_s"] / row["base_read_s"]
+                    row["raw_vs_one_commit"] = row["raw_read_s"] / row["base_read_s"]
+                    samples.append(row)
+                    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+            for sink in sinks.values():
+                sink.close()
+            ratios = [k / r for k, r in zip(rates["db.kept"], rates["db.raw"])]
+            stats = client.stats("db.kept")["maintenance"]["db.kept"]
+        finally:
+            client.close()
+            server.stop()
+    result = {"command": " ".join(["scripts/bench_maintenance.py", *sys.argv[1:]]), "rows_per_commit": args.rows,
+              "samples": samples, "commits_per_s_kept": statistics.median(rates["db.kept"]),
+              "commits_per_s_raw": statistics.median(rates["db.raw"]),
+              "throughput_ratio_median": statistics.median(ratios), "rounds": len(ratios),
+              "worst_kept_vs_one_commit": max(s["kept_vs_one_commit"] for s in samples),
+              "maintenance": stats}
+    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    if args.svg:
+        svg(samples, args.svg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
