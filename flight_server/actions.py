@@ -56,6 +56,9 @@ DESCRIPTIONS = {
     'or consumer needs (Paimon\'s expire_snapshots procedure). Body: {"table": "db.t", "retain_max"?: N, '
     '"retain_min"?: N, "older_than_ms"?: epoch ms}; the table\'s snapshot.* options by default. '
     'Result: {"expired", "first_kept", "files_deleted", "consumers_removed"}.',
+    names.REMOVE_ORPHAN_FILES: "Delete a Paimon table's files that no kept snapshot, tag or changelog names and that "
+    'were last written before older_than_ms (default a day ago; at least 10 minutes ago), as Paimon\'s '
+    'remove_orphan_files. Body: {"table": "db.t", "older_than_ms"?: epoch ms}. Result: {"deleted", "bytes", "scanned"}.',
 }
 
 
@@ -231,6 +234,15 @@ def expire_snapshots(reg: Registries, body: dict) -> dict:
     return reg.maintainer.expire_snapshots(name, ints["retain_max"], ints["retain_min"], ints["older_than_ms"])
 
 
+def remove_orphan_files(reg: Registries, body: dict) -> dict:
+    name = table_name(_require(body, "table", "remove_orphan_files"), "the body of action 'remove_orphan_files'")
+    _only(body, "remove_orphan_files", {"table", "older_than_ms"})
+    older_than = body.get("older_than_ms")
+    if older_than is not None and (isinstance(older_than, bool) or not isinstance(older_than, int) or older_than < 0):
+        raise InvalidRequest(f"Action 'remove_orphan_files': 'older_than_ms' must be epoch milliseconds, got {older_than!r}.")
+    return reg.maintainer.remove_orphan_files(name, older_than)
+
+
 def _only(body: dict, action: str, keys: set[str]) -> None:
     unknown = sorted(set(body) - keys)
     if unknown:
@@ -252,6 +264,7 @@ HANDLERS: dict[str, Callable[[Registries, dict], dict]] = {
     names.FIND_SNAPSHOT: find_snapshot,
     names.COMPACT: compact,
     names.EXPIRE_SNAPSHOTS: expire_snapshots,
+    names.REMOVE_ORPHAN_FILES: remove_orphan_files,
 }
 assert tuple(HANDLERS) == names.ACTIONS == tuple(DESCRIPTIONS)
 
@@ -271,6 +284,7 @@ GRANTED_BY: dict[str, tuple[str, str | tuple[str, ...]] | None] = {
     names.FIND_SNAPSHOT: (READ, "table"),
     names.COMPACT: (ADMIN, "table"),
     names.EXPIRE_SNAPSHOTS: (ADMIN, "table"),
+    names.REMOVE_ORPHAN_FILES: (ADMIN, "table"),
 }
 assert tuple(GRANTED_BY) == names.ACTIONS
 

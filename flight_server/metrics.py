@@ -24,7 +24,7 @@ NAMESPACE = "flight_paimon"
 class Metrics:
     """The metrics one server records; `serve_http` exposes them."""
 
-    def __init__(self, push_registry, paimon_source):
+    def __init__(self, push_registry, paimon_source, maintainer=None):
         self.registry = CollectorRegistry()
         self.started = time.time()
         r, ns = self.registry, NAMESPACE
@@ -46,6 +46,8 @@ class Metrics:
         self.committed_rows = Counter("ingest_committed_rows", "Rows committed by durable writes", ["table"],
                                       namespace=ns, registry=r)
         r.register(_QueueCollector(push_registry, paimon_source))
+        if maintainer is not None:
+            r.register(_MaintenanceCollector(maintainer))
 
     def committed(self, table: str, rows: int, nbytes: int, seconds: float) -> None:
         """One group commit of durable writes landed."""
@@ -119,6 +121,38 @@ class _QueueCollector:
         for table, snapshots in self.paimon.follow_lag().items():
             lag.add_metric([table], snapshots)
         yield lag
+
+
+class _MaintenanceCollector:
+    """Per Paimon table this server maintains: its shape after the last round, and what was done."""
+
+    GAUGES = (("snapshots", "Snapshots the table keeps"), ("data_files", "Data files its latest snapshot reads"),
+              ("data_bytes", "Bytes of those data files"))
+    COUNTERS = (("compactions", "COMPACT snapshots this server committed"),
+                ("expiries", "Expiry rounds that expired snapshots"),
+                ("files_deleted", "Data, changelog and manifest files expiry deleted"))
+
+    def __init__(self, maintainer):
+        self.maintainer = maintainer
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        tables = self.maintainer.stats()
+        families = [GaugeMetricFamily(f"{NAMESPACE}_table_{key}", text, labels=["table"]) for key, text in self.GAUGES]
+        families += [CounterMetricFamily(f"{NAMESPACE}_maintenance_{key}", text, labels=["table"])
+                     for key, text in self.COUNTERS]
+        last = GaugeMetricFamily(f"{NAMESPACE}_maintenance_last_seconds",
+                                 "Epoch seconds of the table's last compaction or expiry", labels=["table", "step"])
+        for table, state in tables.items():
+            for family, (key, _) in zip(families, self.GAUGES + self.COUNTERS):
+                family.add_metric([table], state[key])
+            for step in ("compaction", "expiry"):
+                done = state[f"last_{step}"]
+                if done is not None:
+                    last.add_metric([table, step], done["at_ms"] / 1000)
+        yield from families
+        yield last
 
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):

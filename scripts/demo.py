@@ -328,7 +328,7 @@ def start_spark():
     return spark
 
 
-def demo_spark(spark, uri: str, paimon_table: str | None) -> None:
+def demo_spark(spark, uri: str, warehouse: str, paimon_table: str | None) -> None:
     from producers.examples.counter import SCHEMA
 
     section("Spark: batch reads of a Paimon table and a push table, a streaming query over a push table")
@@ -336,6 +336,13 @@ def demo_spark(spark, uri: str, paimon_table: str | None) -> None:
         df = spark.read.format("flight-paimon").option("uri", uri).option("table", paimon_table).load()
         print(f"spark.read {paimon_table}: {df.rdd.getNumPartitions()} partitions, "
               f"{df.count()} rows, sum(amount) = {df.agg({'amount': 'sum'}).first()[0]}")
+        before, filtered = df.count(), df.filter("id >= 10").count()
+        from pypaimon import CatalogFactory
+
+        table = CatalogFactory.create({"warehouse": warehouse}).get_table(paimon_table)
+        write_snapshot(table, 1_000_000, 5)
+        print(f"the same DataFrame reused: count {before}, filtered count {filtered}, then after a commit of 5 rows "
+              f"count {df.count()} (each action reads the table as it is then)")
 
     client = Client(uri)
     client.register("demo_spark_batch", SCHEMA, capacity=16, partitions=2)
@@ -371,15 +378,20 @@ def demo_spark_connect_and_write_stream(spark, uri: str, table: str) -> None:
 
     import pyarrow as pa
 
-    from scripts.local_connect import connect_session
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from scripts.local_connect import connect_server
     from spark_reader import FlightPaimonDataSource
 
-    section("Spark Connect, and a writeStream into a push table that a replayed micro-batch cannot duplicate")
-    with connect_session(spark) as connect:
+    section("Spark Connect (scripts/connect-server, as users start it), and a writeStream into a push table "
+            "that a replayed micro-batch cannot duplicate")
+    with connect_server() as url:
+        connect = ConnectSession.builder.remote(url).create()
         connect.dataSource.register(FlightPaimonDataSource)
         via_connect = connect.read.format("flight-paimon").option("uri", uri).option("table", table).load().count()
         classic = spark.read.format("flight-paimon").option("uri", uri).option("table", table).load().count()
-        print(f"through Spark Connect: {via_connect} rows; classic Spark: {classic} rows")
+        print(f"through Spark Connect ({url}): {via_connect} rows; classic Spark: {classic} rows")
+        connect.stop()
     client = Client(uri)
     client.register("demo_enriched", pa.schema([("id", pa.int64()), ("amount", pa.float64())]), capacity=64)
     with tempfile.TemporaryDirectory(prefix="demo-ckpt-") as ckpt:
@@ -402,6 +414,30 @@ def demo_spark_connect_and_write_stream(spark, uri: str, table: str) -> None:
     client.close()
 
 
+def demo_maintenance(uri: str) -> None:
+    import uuid
+
+    from producers.examples.events import SCHEMA, batch
+
+    section("table maintenance: a table taking a commit per small batch keeps a flat file count")
+    name = f"db.kept_{uuid.uuid4().hex[:6]}"
+    client = Client(uri, timeout=60)
+    client.create_table(name, SCHEMA, options={"bucket": "2", "bucket-key": "id"})
+    with client.paimon_sink(name, producer="demo", max_unacked=1) as sink:  # each batch its own commit
+        for seq in range(600):
+            sink.write(batch("demo", seq, 100))
+            if seq % 150 == 149:
+                while sink.acked < seq + 1:
+                    time.sleep(0.01)
+                state = client.stats(name)["maintenance"].get(name, {})
+                print(f"{seq + 1} commits, {(seq + 1) * 100} rows: {state.get('snapshots')} snapshots kept, "
+                      f"{state.get('data_files')} data files, {state.get('compactions')} compactions so far", flush=True)
+    print(run(sys.executable, "-m", "flight_server.cli", "compact", name, "--uri", uri).strip())
+    print(run(sys.executable, "-m", "flight_server.cli", "expire-snapshots", name, "--uri", uri,
+              "--retain-max", "10").strip())
+    client.close()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     # Absolute: the servers run in the checkout (cwd ROOT), and pypaimon-rust cannot read a relative one.
@@ -417,9 +453,10 @@ def main() -> int:
         demo_paimon(uri, args.warehouse)
         if not args.no_spark:
             spark = start_spark()
-            demo_spark(spark, uri, _latest_demo_table(args.warehouse))
+            demo_spark(spark, uri, args.warehouse, _latest_demo_table(args.warehouse))
             demo_scale_out(spark, args.warehouse, _latest_demo_table(args.warehouse))
         demo_ingest(uri, args.warehouse, spark)
+        demo_maintenance(uri)
         demo_security(args.warehouse, _latest_demo_table(args.warehouse))
         demo_operations(uri, metrics_url)
     finally:

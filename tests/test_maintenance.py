@@ -291,3 +291,39 @@ def test_two_servers_ingesting_and_maintaining_one_table_lose_and_double_nothing
             c.close()
         for s in servers:
             s.stop()
+
+
+def test_remove_orphan_files_deletes_only_old_files_nothing_names(client, warehouse):
+    import time
+
+    from flight_server.paimon import compat
+
+    wh = Warehouse(warehouse)
+    t = wh.create("orders", buckets=1)
+    for i in range(4):
+        wh.commit(t, rows(i * 10, 10))
+    table = compat.native_write_table(wh.catalog.get_table(t))
+    write = table.new_batch_write_builder().new_write()  # a writer killed before its commit: its files stay
+    write.write_arrow(rows(100, 10))
+    orphan_messages = write.prepare_commit()
+    write.close()
+    root = os.path.join(warehouse, "db.db", "orders")
+    crashed = [f.file_name for m in orphan_messages for f in m.new_files]
+    young = os.path.join(root, "bucket-0", "data-young-orphan.parquet")
+    old_manifest = os.path.join(root, "manifest", "manifest-old-orphan-0")
+    for path in (young, old_manifest):
+        with open(path, "w") as f:
+            f.write("not named by any snapshot")
+    day_ago = time.time() - 2 * 86400
+    for path in [os.path.join(root, "bucket-0", name) for name in crashed] + [old_manifest]:
+        os.utime(path, (day_ago, day_ago))
+    before = {f for _, _, files in os.walk(root) for f in files}
+    result = client.action(names.REMOVE_ORPHAN_FILES, {"table": t})
+    after = {f for _, _, files in os.walk(root) for f in files}
+    assert result["deleted"] == len(crashed) + 1 and before - after == {*crashed, "manifest-old-orphan-0"}
+    assert "data-young-orphan.parquet" in after, "a file younger than older_than may be a commit in flight"
+    assert sorted(wh.read(t).column("id").to_pylist()) == list(range(40))
+    for sid in range(1, 5):
+        assert wh.read(t, sid).num_rows == sid * 10
+    with pytest.raises(pa.ArrowInvalid, match="at least 10 minutes ago"):
+        client.action(names.REMOVE_ORPHAN_FILES, {"table": t, "older_than_ms": int(time.time() * 1000)})

@@ -192,3 +192,28 @@ def test_with_auth_metrics_answer_only_a_principal_with_admin_on_every_table(war
         status, body = get(url + "/metrics", tokens["ops"])
         assert status == 200 and 'flight_paimon_push_queued_batches{partition="0",table="secret_table"}' in body
         assert get(url + "/healthz") == (200, "ok\n")  # liveness probes need no token
+
+
+@pytest.mark.timeout(120)
+def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(warehouse):
+    from producers.examples.events import SCHEMA as EVENTS, batch
+
+    args = ("--metrics-port", "0", "--commit-interval-ms", "5", "--maintenance-interval-ms", "50")
+    with ServerProcess(warehouse, *args) as server:
+        url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
+        client = Client(server.uri, timeout=10)
+        client.create_table("db.e", EVENTS, options={"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "4"})
+        with client.paimon_sink("db.e", producer="p", max_unacked=1) as sink:
+            for seq in range(20):
+                sink.write(batch("p", seq, 10))
+        wait_for(lambda: not client.stats("db.e")["maintenance"]["db.e"]["due"], "the last maintenance round")
+        state = client.stats("db.e")["maintenance"]["db.e"]
+        got = scrape(url)
+        label = (("table", "db.e"),)
+        assert got[("flight_paimon_table_snapshots", label)] == state["snapshots"] <= 4
+        assert got[("flight_paimon_table_data_files", label)] == state["data_files"] < 5
+        assert got[("flight_paimon_table_data_bytes", label)] == state["data_bytes"] > 0
+        assert got[("flight_paimon_maintenance_compactions_total", label)] == state["compactions"] > 0
+        assert got[("flight_paimon_maintenance_files_deleted_total", label)] == state["files_deleted"] > 0
+        assert got[("flight_paimon_maintenance_last_seconds", (("step", "expiry"), ("table", "db.e")))] > 0
+        client.close()

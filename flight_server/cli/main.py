@@ -132,6 +132,15 @@ def cmd_expire_snapshots(args) -> int:
     return 0
 
 
+def cmd_remove_orphan_files(args) -> int:
+    name = _paimon_table(args.table, "remove-orphan-files")
+    body = {names.TABLE: name}
+    if args.older_than_ms is not None:
+        body["older_than_ms"] = args.older_than_ms
+    print(json.dumps(_client(args).action(names.REMOVE_ORPHAN_FILES, body)))
+    return 0
+
+
 def cmd_list(args) -> int:
     client = _client(args)
     for info in client.flight.list_flights(args.prefix.encode(), options=client.options()):
@@ -301,6 +310,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retain-min", type=_count, help="keep at least this many (unset: snapshot.num-retained.min)")
     p.add_argument("--older-than-ms", type=int, help="expire snapshots committed before this epoch-ms time "
                    "(unset: now - snapshot.time-retained)")
+    client_args(p)
+
+    p = command("remove-orphan-files", "delete a Paimon table's files that nothing kept names (left by commits "
+                "that never happened), as Paimon's remove_orphan_files", cmd_remove_orphan_files)
+    p.add_argument("table", metavar="TABLE", help="DB.TABLE (or paimon:DB.TABLE)")
+    p.add_argument("--older-than-ms", type=int, help="only files last written before this epoch-ms time (unset: a "
+                   "day ago; at least 10 minutes ago)")
     client_args(p)
 
     p = command("list", "list push tables and Paimon tables", cmd_list)

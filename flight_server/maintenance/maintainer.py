@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from flight_server.maintenance import compaction, expiry
+from flight_server.maintenance import compaction, expiry, orphans
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import TableStore
 from flight_server.paimon.source import PaimonSource
@@ -25,6 +25,7 @@ log = structlog.get_logger(__name__)
 
 ROUND_S = 1.0  # a table is maintained at most this often after commits
 JOIN_S = 30.0  # close() waits this long for a round in flight
+ORPHANS_EVERY_S = 3600.0  # a table's orphan files are looked for this often (and at its first round)
 ROUND_BUDGET_S = 5.0  # a round repeats a step that found work for at most this long (then other tables' turn)
 
 
@@ -62,6 +63,7 @@ class Maintainer:
         self._tables: dict[str, TableState] = {}
         self._closed = False
         self._running: str | None = None
+        self._orphans_at: dict[str, float] = {}
         self._thread = threading.Thread(target=self._run, name="maintenance", daemon=True)
         self._thread.start()
 
@@ -96,17 +98,23 @@ class Maintainer:
         return self._step(name, lambda store, opts: self._expire(name, store, opts, retain_max, retain_min,
                                                                  older_than_ms))
 
+    def remove_orphan_files(self, name: str, older_than_ms: int | None = None) -> dict:
+        return self._step(name, lambda store, opts: self._orphans(name, store, older_than_ms))
+
     def maintain(self, name: str) -> None:
-        """One round after commits: compact what needs it, then expire, each again while it finds
-        more to do (commits may outrun one compaction of max-file-num files) for up to ROUND_BUDGET_S."""
+        """One round after commits: compact what needs it and expire, in turn, again while either
+        finds more to do (commits may outrun one compaction of max-file-num files, or one expiry of
+        snapshot.expire.limit snapshots) for up to ROUND_BUDGET_S."""
         def both(store, opts):
             if not opts.enabled:
                 return {}
             deadline = time.monotonic() + ROUND_BUDGET_S
-            while self._compact(name, store, opts, None, full=False)["snapshots"] and time.monotonic() < deadline:
-                pass
-            while self._expire(name, store, opts)["expired"] and time.monotonic() < deadline:
-                pass
+            while time.monotonic() < deadline:  # in turn, so neither starves the other under load
+                compacted = self._compact(name, store, opts, None, full=False)["snapshots"]
+                if not self._expire(name, store, opts)["expired"] and not compacted:
+                    break
+            if self._orphans_due(name):
+                self._orphans(name, store, None)
             return {}
 
         self._step(name, both)
@@ -122,7 +130,7 @@ class Maintainer:
         opts = MaintenanceOptions.of(name, dict(table.options.options.to_map()), bool(table.primary_keys))
         state = self._state(name)
         with state.lock:
-            store = TableStore(table)
+            store = TableStore(table, name)
             result = step(store, opts)
             self._observe(store, state)
             return result
@@ -144,6 +152,20 @@ class Maintainer:
             state.expiries += 1
             state.last_expiry = {"at_ms": int(self.clock() * 1000), **done.as_json()}
         return done.as_json()
+
+    def _orphans(self, name: str, store: TableStore, older_than_ms: int | None) -> dict:
+        done = orphans.remove_orphan_files(store, int(self.clock() * 1000), older_than_ms)
+        self._state(name).files_deleted += done.deleted
+        return done.as_json()
+
+    def _orphans_due(self, name: str) -> bool:
+        """Orphans are looked for once an ORPHANS_EVERY_S per table (it lists every file)."""
+        now = time.monotonic()
+        with self._cond:
+            if now - self._orphans_at.get(name, -ORPHANS_EVERY_S) < ORPHANS_EVERY_S:
+                return False
+            self._orphans_at[name] = now
+            return True
 
     def _observe(self, store: TableStore, state: TableState) -> None:
         latest, earliest = store.latest(), store.earliest_id()

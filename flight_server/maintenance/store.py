@@ -38,9 +38,8 @@ class LiveFile:
 class TableStore:
     """One Paimon table, for maintenance."""
 
-    def __init__(self, table):
-        self.table = table
-        self.name = str(table.identifier) if hasattr(table, "identifier") else "?"
+    def __init__(self, table, name: str):
+        self.table, self.name = table, name
         self.manager = table.snapshot_manager()
         self.file_io = table.file_io
         self.path = str(table.table_path).rstrip("/")
@@ -156,6 +155,48 @@ class TableStore:
         entries = [e for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list) if list_name
                    for name in self.manifests_of_list(list_name) for e in files.read(name)]
         return {e.file.file_name for e in FileEntry.merge_entries(entries) if e.kind == 0}
+
+    def referenced_files(self) -> set[str]:
+        """The name of every file a kept snapshot or a tag names: manifest lists, manifests, the
+        data, changelog and extra files in them, index manifests and statistics."""
+        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+
+        snapshots = list(self.tagged_snapshots())
+        latest, earliest = self.latest(), self.earliest_id()
+        if latest is not None and earliest is not None:
+            snapshots += [s for s in (self.snapshot(i) for i in range(earliest, latest.id + 1)) if s is not None]
+        names: set[str] = set()
+        manifests: set[str] = set()
+        for snap in snapshots:
+            for list_name in self.manifest_lists(snap):
+                names.add(list_name)
+                manifests.update(self.manifests_of_list(list_name))
+            names.update(n for n in (snap.index_manifest, snap.statistics) if n)
+        files = ManifestFileManager(self.table)
+        for name in manifests:
+            for entry in files.read(name):
+                names.add(entry.file.file_name)
+                names.update(entry.file.extra_files or [])
+        return names | manifests
+
+    def list_files(self, skip_dirs: set[str]):
+        """(path, name, size, mtime in epoch ms) of every file under the table's directory but those
+        in the top-level directories `skip_dirs`."""
+        import pyarrow.fs as pafs
+
+        pending = [self.path]
+        while pending:
+            directory = pending.pop()
+            for status in self.file_io.list_status(directory):
+                path = str(getattr(status, "original_path", None) or status.path)
+                name = path.rstrip("/").rsplit("/", 1)[-1]
+                if status.type == pafs.FileType.Directory:
+                    if not (directory == self.path and name in skip_dirs):
+                        pending.append(f"{directory}/{name}")
+                    continue
+                mtime = status.mtime
+                mtime_ms = int(mtime.timestamp() * 1000) if hasattr(mtime, "timestamp") else int(mtime * 1000)
+                yield f"{directory}/{name}", name, status.size or 0, mtime_ms
 
     def delete(self, path: str) -> bool:
         """Delete one file; True if this call removed it (False: it was gone already)."""

@@ -1,0 +1,54 @@
+"""Orphan files: data and manifest files that no snapshot, tag or changelog names, left by commits
+that never happened (a writer killed after writing its files) or by an expiry cut off mid-way.
+
+As Paimon's remove_orphan_files: a file is deleted only if nothing kept names it and it is older
+than `older_than` (default a day), so the files of a commit still in flight are never touched.
+Files under snapshot/, schema/, consumer/, tag/, branch/, index/, statistics/ and changelog/ are not
+candidates: only manifests and the files in partition and bucket directories are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from flight_server.maintenance.store import TableStore
+from flight_server.wire.errors import InvalidRequest
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_OLDER_THAN_MS = 86_400_000
+MIN_AGE_MS = 600_000  # a file younger than this may belong to a commit in flight: never a candidate
+_KEPT_DIRS = {"snapshot", "schema", "consumer", "tag", "branch", "index", "statistics", "changelog"}
+
+
+@dataclass
+class OrphanResult:
+    deleted: int = 0
+    bytes: int = 0
+    scanned: int = 0
+
+    def as_json(self) -> dict:
+        return {"deleted": self.deleted, "bytes": self.bytes, "scanned": self.scanned}
+
+
+def remove_orphan_files(store: TableStore, now_ms: int, older_than_ms: int | None = None) -> OrphanResult:
+    """Delete the files nothing kept names, last written before `older_than_ms` (epoch ms)."""
+    older_than = now_ms - DEFAULT_OLDER_THAN_MS if older_than_ms is None else older_than_ms
+    if older_than > now_ms - MIN_AGE_MS:
+        raise InvalidRequest(
+            f"remove_orphan_files {store.name!r}: older_than must be at least {MIN_AGE_MS // 60000} minutes ago "
+            "(younger files may belong to a commit in flight, whose snapshot would then name deleted files).")
+    used = store.referenced_files()
+    result = OrphanResult()
+    for path, name, size, mtime_ms in store.list_files(skip_dirs=_KEPT_DIRS):
+        result.scanned += 1
+        if name in used or mtime_ms >= older_than:
+            continue
+        if store.delete(path):
+            result.deleted += 1
+            result.bytes += size
+    if result.deleted:
+        log.info("orphan_files_removed", table=store.name, files=result.deleted, bytes=result.bytes)
+    return result
