@@ -28,6 +28,17 @@ def table_batches(warehouse: str, table: str) -> tuple[collections.Counter, list
     return held, [f"{k}: {n} rows" for k, n in held.items() if n % ROWS]
 
 
+def named_batches_held(warehouse: str, table: str, producers: int, batches: int, rows: int = ROWS):
+    """(held, lost rows, duplicated rows) of named producers p0..p{producers-1}, each of which sent
+    seqs 0..batches-1 of `rows` rows; a batch held partly is a wrong error."""
+    held, partial = table_batches(warehouse, table)
+    if partial:
+        raise wrong_error(f"batches held partly: {partial[:5]}")
+    lost = sum(rows for i in range(producers) for s in range(batches) if held[(f"p{i}", s)] == 0)
+    duplicated = sum(n - rows for n in held.values() if n > rows)
+    return held, lost, duplicated
+
+
 def producer(ctx: Context, uri: str, table: str, name: str | None, *args: str, batches: int = BATCHES):
     named = ["--producer", name] if name else []
     return ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--batches", str(batches), "--rows", str(ROWS),

@@ -9,7 +9,7 @@ import uuid
 from pypaimon import CatalogFactory
 
 from chaos.harness import Context, Run, scenario, wrong_error
-from chaos.ingest_faults import ROWS, table_batches
+from chaos.ingest_faults import ROWS, named_batches_held
 from producers import Client
 from producers.examples.events import SCHEMA
 
@@ -74,11 +74,7 @@ def _killed_while_maintaining(ctx: Context) -> Run:
     found = kept_snapshots_read_whole(ctx.warehouse(), table)
     if found:
         raise wrong_error(f"after the restart: {found}")
-    held, partial = table_batches(ctx.warehouse(), table)
-    if partial:
-        raise wrong_error(f"batches held partly: {partial[:5]}")
-    lost = sum(ROWS for i in range(PRODUCERS) for s in range(BATCHES) if held[(f"p{i}", s)] == 0)
-    duplicated = sum(n - ROWS for n in held.values() if n > ROWS)
+    held, lost, duplicated = named_batches_held(ctx.warehouse(), table, PRODUCERS, BATCHES)
     return Run(detail=f"{len(held)} batches held; {state['compactions']} compactions, "
                       f"{state['files_deleted']} files deleted after the restart",
                lost=lost, duplicated=duplicated)

@@ -18,7 +18,7 @@ import uuid
 
 from chaos.harness import HANG_S, Context, Run, scenario, truncation, wrong_error
 from chaos.ingest_faults import ROWS as DURABLE_ROWS
-from chaos.ingest_faults import table_batches
+from chaos.ingest_faults import named_batches_held
 from chaos.push_faults import ROWS as PUSH_ROWS
 from chaos.push_faults import consumer_result
 from producers import Client
@@ -101,11 +101,7 @@ def _server_dies(ctx: Context, sig: int) -> Run:
     for i, proc in enumerate(named):
         if ctx.exited(proc, f"named producer p{i} after the restart", timeout=60) != 0:
             raise wrong_error(f"named producer p{i} failed after the restart: {proc.stderr.read().strip().splitlines()[-1][-400:]}")
-    held, partial = table_batches(ctx.warehouse(), table)
-    if partial:
-        raise wrong_error(f"batches held partly: {partial[:5]}")
-    lost = sum(DURABLE_ROWS for i in range(NAMED) for s in range(DURABLE_BATCHES) if held[(f"p{i}", s)] == 0)
-    duplicated = sum(n - DURABLE_ROWS for n in held.values() if n > DURABLE_ROWS)
+    held, lost, duplicated = named_batches_held(ctx.warehouse(), table, NAMED, DURABLE_BATCHES, DURABLE_ROWS)
     every = {s * 1_000_000 + r for s in range(DURABLE_BATCHES) for r in range(DURABLE_ROWS)}  # ids of each producer
     expected = collections.Counter({i: NAMED for i in every})
     ctx.wait_for(lambda: all(len(p) == len(every) and all(p[i] >= NAMED for i in every) for p in printed),

@@ -132,11 +132,11 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.push = PushRegistry(budget)
         self.pushed = PushSource(self.push)
         self.paimon = PaimonSource(warehouse, warehouse_options)
-        self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000)
+        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed)
+        self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer)
         self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
         if self.metrics is not None:
             self.push.on_drop.append(self.metrics.forget_push_table)
-        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed)
         self.registries = actions.Registries(self.push, self.paimon, self.ingest, self.maintainer, time.time())
         self.tickets = TicketCodec(ticket_key)
         host = location.rsplit(":", 1)[0]

@@ -295,16 +295,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_count, help="stop after this many rows")
     client_args(p)
 
-    p = command("compact", "rewrite a Paimon append table's small files now, one file per bucket (Paimon's "
-                "compact procedure; the server also compacts the tables it writes, after their commits)", cmd_compact)
-    p.add_argument("table", metavar="TABLE", help="DB.TABLE (or paimon:DB.TABLE)")
+    def maintenance(name: str, text: str, func):
+        p = command(name, text, func)
+        p.add_argument("table", metavar="TABLE", help="DB.TABLE (or paimon:DB.TABLE)")
+        return p
+
+    p = maintenance("compact", "rewrite a Paimon append table's small files now, one file per bucket (Paimon's "
+                    "compact procedure; the server also compacts the tables it writes, after their commits)",
+                    cmd_compact)
     p.add_argument("--partition", action="append", type=_option, metavar="COL=VALUE",
                    help="only this partition (repeat for each partition column)")
     client_args(p)
 
-    p = command("expire-snapshots", "expire a Paimon table's old snapshots now and delete the files no kept "
-                "snapshot, tag or consumer needs (Paimon's expire_snapshots procedure)", cmd_expire_snapshots)
-    p.add_argument("table", metavar="TABLE", help="DB.TABLE (or paimon:DB.TABLE)")
+    p = maintenance("expire-snapshots", "expire a Paimon table's old snapshots now and delete the files no kept "
+                    "snapshot, tag or consumer needs (Paimon's expire_snapshots procedure)", cmd_expire_snapshots)
     p.add_argument("--retain-max", type=_count, help="keep at most this many snapshots (unset: the table's "
                    "snapshot.num-retained.max)")
     p.add_argument("--retain-min", type=_count, help="keep at least this many (unset: snapshot.num-retained.min)")
@@ -312,9 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(unset: now - snapshot.time-retained)")
     client_args(p)
 
-    p = command("remove-orphan-files", "delete a Paimon table's files that nothing kept names (left by commits "
-                "that never happened), as Paimon's remove_orphan_files", cmd_remove_orphan_files)
-    p.add_argument("table", metavar="TABLE", help="DB.TABLE (or paimon:DB.TABLE)")
+    p = maintenance("remove-orphan-files", "delete a Paimon table's files that nothing kept names (left by "
+                    "commits that never happened), as Paimon's remove_orphan_files", cmd_remove_orphan_files)
     p.add_argument("--older-than-ms", type=int, help="only files last written before this epoch-ms time (unset: a "
                    "day ago; at least 10 minutes ago)")
     client_args(p)

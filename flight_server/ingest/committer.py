@@ -45,6 +45,26 @@ class WriteStream:
         self.skipped = 0  # resent batches the table already held
 
 
+class _Chore:
+    """A function the committer thread runs for another thread, and its outcome."""
+
+    def __init__(self, fn):
+        self.fn, self.done = fn, threading.Event()
+        self.result, self.error = None, None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the thread that asked
+            self.error = e
+        finally:
+            self.done.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.done.set()
+
+
 @dataclass
 class _Pending:
     stream: WriteStream
@@ -74,6 +94,7 @@ class TableCommitter:
         self._user = None
         self._ident = 0
         self._last_start = 0.0
+        self._chores: list[_Chore] = []  # run on this thread between group commits (compaction commits)
         self._thread = threading.Thread(target=self._run, name=f"commit-{name}", daemon=True)
         self._thread.start()
 
@@ -164,6 +185,22 @@ class TableCommitter:
             self._queue, self._queued_bytes = [], 0
             self._cond.notify_all()
 
+    def between_commits(self, fn, timeout: float):
+        """Run `fn()` on the committer thread between two group commits and return its result (or
+        raise its error): a compaction's commit then never races this server's own commits, whose
+        optimistic retries back off exponentially (as Java Paimon's writer commits its compactions)."""
+        chore = _Chore(fn)
+        with self._cond:
+            self._check_open()
+            self._chores.append(chore)
+            self._cond.notify_all()
+        if not chore.done.wait(timeout):
+            raise TimeoutError(f"the committer of Paimon table {self.name!r} did not run a compaction's commit "
+                               f"within {timeout} s")
+        if chore.error is not None:
+            raise chore.error
+        return chore.result
+
     def join(self, timeout: float) -> None:
         """Wait (at most `timeout` s) for the thread to stop: after `close`, once the commit in flight landed."""
         self._thread.join(timeout)
@@ -203,9 +240,17 @@ class TableCommitter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._closed is not None)
+                self._cond.wait_for(lambda: self._queue or self._closed is not None or self._chores)
+                chores, self._chores = self._chores, []
                 if self._closed is not None:
+                    for chore in chores:
+                        chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
                     return
+            for chore in chores:  # between group commits: at most one commit interval late
+                chore.run()
+            with self._cond:
+                if not self._queue:
+                    continue
                 while self._queued_bytes < self.commit_bytes and self._closed is None:
                     left = self._last_start + self.interval_s - time.monotonic()
                     if left <= 0:

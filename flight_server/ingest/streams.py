@@ -51,6 +51,12 @@ class Ingest:
             committer.close(reason)
             committer.join(wait_s)
 
+    def open_committer(self, name: str) -> TableCommitter | None:
+        """The table's committer on this server if it has one that takes commits (none is made)."""
+        with self._lock:
+            committer = self._committers.get(name)
+        return committer if committer is not None and committer.stats()["closed"] is None else None
+
     def committer(self, name: str) -> TableCommitter:
         """The table's committer; a table dropped and created again gets a new one."""
         table = self.paimon.table(name)

@@ -7,8 +7,8 @@ run; never one at or after a consumer's next snapshot (consumers not written to 
 
 What is deleted, as Java's SnapshotDeletion does, one snapshot at a time from the oldest: for
 each expired snapshot S (S + 1 the next, kept or expiring later)
-1. the snapshot file of S, and the EARLIEST hint moves to S + 1 (first: no listed snapshot ever
-   names a file deleted below);
+1. the snapshot file of S (first: no listed snapshot ever names a file deleted below; the
+   EARLIEST hint moves to `end` at the end of the run);
 2. the data files S + 1 removed (its delta's DELETE entries): no snapshot from S + 1 on reads
    them, since a file once removed never comes back; a file the nearest earlier tag reads stays;
 3. the changelog files S added;
@@ -104,7 +104,6 @@ def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int]
             break  # expired meanwhile by another server, or gone: nothing kept depends on us here
         skip = tag_manifests | _manifest_names(store, [nxt])  # what sid + 1 still names (and so every later one)
         store.delete(store.snapshot_path(sid))  # first: no listed snapshot ever names a deleted file
-        store.write_earliest_hint(sid + 1)
         deleted += _delete_removed_by(store, nxt, tags, tag_files)
         if snap.changelog_manifest_list:
             deleted += sum(_delete_all(store, store.data_paths(e))
@@ -115,6 +114,8 @@ def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int]
                                for m in _listed(store, list_name) if m not in skip)
                 deleted += _delete_all(store, [store.manifest_path(list_name)])
         snap = nxt
+    # Once, at the end: a hint below the earliest snapshot is harmless (readers look on from it).
+    store.write_earliest_hint(end)
     return deleted, end - begin
 
 

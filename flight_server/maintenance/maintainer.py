@@ -26,7 +26,8 @@ log = structlog.get_logger(__name__)
 ROUND_S = 1.0  # a table is maintained at most this often after commits
 JOIN_S = 30.0  # close() waits this long for a round in flight
 ORPHANS_EVERY_S = 3600.0  # a table's orphan files are looked for this often (and at its first round)
-ROUND_BUDGET_S = 5.0  # a round repeats a step that found work for at most this long (then other tables' turn)
+ROUND_BUDGET_S = 5.0
+COMMIT_WAIT_S = 60.0  # a compaction's commit waits this long for the table's committer  # a round repeats a step that found work for at most this long (then other tables' turn)
 
 
 @dataclass
@@ -54,8 +55,11 @@ class TableState:
 class Maintainer:
     """Compaction and expiry of the Paimon tables one server writes (and, by hand, of any table)."""
 
-    def __init__(self, paimon: PaimonSource, round_s: float = ROUND_S, clock=time.time):
+    def __init__(self, paimon: PaimonSource, round_s: float = ROUND_S, clock=time.time, committers=None):
+        """`committers(name)`: this server's committer of a table it writes, or None; a compaction's
+        commit then runs on it, between its group commits."""
         self.paimon = paimon
+        self._committers = committers or (lambda name: None)
         self.round_s, self.clock = round_s, clock
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}  # table -> when it may run next (committed since its last round)
@@ -136,7 +140,9 @@ class Maintainer:
             return result
 
     def _compact(self, name: str, store: TableStore, opts: MaintenanceOptions, partition, full: bool) -> dict:
-        done = compaction.compact(store, opts, partition, full)
+        committer = self._committers(name)
+        commit_with = None if committer is None else (lambda fn: committer.between_commits(fn, COMMIT_WAIT_S))
+        done = compaction.compact(store, opts, partition, full, commit_with)
         state = self._state(name)
         if done.snapshots:
             state.compactions += len(done.snapshots)

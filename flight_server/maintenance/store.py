@@ -40,6 +40,7 @@ class TableStore:
 
     def __init__(self, table, name: str):
         self.table, self.name = table, name
+        self._lists: dict[str, list[str]] = {}
         self.manager = table.snapshot_manager()
         self.file_io = table.file_io
         self.path = str(table.table_path).rstrip("/")
@@ -131,9 +132,14 @@ class TableStore:
                             snapshot.changelog_manifest_list) if n]
 
     def manifests_of_list(self, list_name: str) -> list[str]:
+        """The manifests a list names (lists are immutable: read once per store)."""
         from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
-        return [m.file_name for m in ManifestListManager(self.table).read(list_name)]
+        if list_name not in self._lists:
+            if len(self._lists) > 4096:
+                self._lists.clear()
+            self._lists[list_name] = [m.file_name for m in ManifestListManager(self.table).read(list_name)]
+        return self._lists[list_name]
 
     def delta_entries(self, snapshot, changelog: bool = False) -> list:
         """The entries a snapshot's delta (or changelog) manifests hold: what it added and removed."""

@@ -289,11 +289,15 @@ def earliest_snapshot_id(snapshot_manager) -> int | None:
     """The earliest snapshot id, None when there is none (pypaimon raises on an empty table)."""
     if snapshot_manager.get_latest_snapshot() is None:
         return None
-    try:
-        snap = snapshot_manager.try_get_earliest_snapshot()
-    except RuntimeError:  # snapshot files listed but gone: treat as none visible yet
-        return None
-    return None if snap is None else snap.id
+    for _ in range(100):
+        try:
+            snap = snapshot_manager.try_get_earliest_snapshot()
+        except FileNotFoundError:  # expired between pypaimon's existence check and its read: look again
+            continue
+        except RuntimeError:  # snapshot files listed but gone: treat as none visible yet
+            return None
+        return None if snap is None else snap.id
+    return None
 
 
 def arrow_schema(table) -> pa.Schema:
