@@ -15,6 +15,24 @@ def load(folder: Path, name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def maintenance_rows(m: dict | None) -> list[tuple[str, str, str, float | None, float | None, bool]]:
+    """scripts/bench_maintenance.py: an hour of ingest at ten commits a second, simulated."""
+    if not m:
+        return []
+    last = m["samples"][-1]
+    return [
+        ("maintenance", "full read of a maintained table / the same rows in one commit, worst sample",
+         f"{m['worst_kept_vs_one_commit']:.2f}x (unmaintained: {last['raw_vs_one_commit']:.0f}x after "
+         f"{last['commits']} commits)", m["worst_kept_vs_one_commit"], 1.2, True),
+        ("maintenance", "ingest commits/s with maintenance / without (median of alternating rounds)",
+         f"ratio {m['throughput_ratio_median']:.2f} ({m['commits_per_s_kept']:.0f} / {m['commits_per_s_raw']:.0f})",
+         m["throughput_ratio_median"], 0.9, False),
+        ("maintenance", "snapshots kept / live data files after the simulated hour (reported)",
+         f"{last['kept_snapshots']} / {last['kept_files']} (unmaintained: {last['raw_snapshots']} / "
+         f"{last['raw_files']})", None, None, False),
+    ]
+
+
 def rows(push, paimon, spark, security=None) -> list[tuple[str, str, str, float | None, float | None, bool]]:
     """(area, measurement, figure text, ratio-to-target value, target, lower-is-better)."""
     out = []
@@ -122,14 +140,15 @@ def plot(table, path: Path) -> bool:
 def main(folder: str, md: str, png: str) -> int:
     folder_p = Path(folder)
     push, paimon, spark, security = (load(folder_p, n) for n in ("push", "paimon", "spark", "security"))
-    table = rows(push, paimon, spark, security)
+    table = rows(push, paimon, spark, security) + maintenance_rows(load(folder_p, "maintenance"))
     lines = ["# Benchmarks", "",
              "Written by `scripts/bench` (which runs `scripts/bench_push.py`, `scripts/bench_paimon.py`,",
              "`scripts/bench_spark.py` and this report). Every ratio is against a baseline measured in",
              "the same run; figures are medians of several runs on a 2-core machine. Details and",
              "discussion: [push](benchmarks_push.md), [Paimon](benchmarks_paimon.md), [Spark](benchmarks_spark.md); durable "
              "writes: [ingest](benchmarks_ingest.md) (scripts/bench_ingest.py, scripts/bench_paimon_write.py); TLS and "
-             "tokens: [security](benchmarks_security.md) (scripts/bench_security.py).", "",
+             "tokens: [security](benchmarks_security.md) (scripts/bench_security.py); table maintenance: "
+             "[maintenance](benchmarks_maintenance.md) (scripts/bench_maintenance.py).", "",
              "| area | measurement | result | target | met |", "|---|---|---|---|---|"]
     for area, what, text, value, target, lower in table:
         met = "" if value is None else ("yes" if (value <= target if lower else value >= target) else "**no**")

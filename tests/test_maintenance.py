@@ -327,3 +327,17 @@ def test_remove_orphan_files_deletes_only_old_files_nothing_names(client, wareho
         assert wh.read(t, sid).num_rows == sid * 10
     with pytest.raises(pa.ArrowInvalid, match="at least 10 minutes ago"):
         client.action(names.REMOVE_ORPHAN_FILES, {"table": t, "older_than_ms": int(time.time() * 1000)})
+
+
+def test_a_primary_key_table_is_expired_but_not_compacted(fast, warehouse):
+    running, client = fast
+    client.create_table("db.k", INGEST_SCHEMA, primary_keys=["id"], options={
+        "bucket": "1", "snapshot.num-retained.min": "2", "snapshot.num-retained.max": "4"})
+    ingest(client, "db.k", range(12))
+    wait_for(lambda: settled(client, "db.k"), "maintenance after the last commit", timeout=60)
+    state = maintenance(client, "db.k")
+    assert state["last_error"] is None and state["snapshots"] <= 4 and state["compactions"] == 0
+    _, whole = read_all(client, command({"table": "db.k"}))
+    assert whole.num_rows == 12 * 20
+    with pytest.raises(pa.ArrowInvalid, match="primary key"):
+        client.action(names.COMPACT, {"table": "db.k"})

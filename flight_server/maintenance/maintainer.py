@@ -113,8 +113,9 @@ class Maintainer:
             if not opts.enabled:
                 return {}
             deadline = time.monotonic() + ROUND_BUDGET_S
+            compacts = not store.table.primary_keys  # merge-tree compaction is not built: expiry only
             while time.monotonic() < deadline:  # in turn, so neither starves the other under load
-                compacted = self._compact(name, store, opts, None, full=False)["snapshots"]
+                compacted = compacts and self._compact(name, store, opts, None, full=False)["snapshots"]
                 if not self._expire(name, store, opts)["expired"] and not compacted:
                     break
             if self._orphans_due(name):
