@@ -105,24 +105,26 @@ class Maintainer:
     def remove_orphan_files(self, name: str, older_than_ms: int | None = None) -> dict:
         return self._step(name, lambda store, opts: self._orphans(name, store, older_than_ms))
 
-    def maintain(self, name: str) -> None:
+    def maintain(self, name: str) -> bool:
         """One round after commits: compact what needs it and expire, in turn, again while either
         finds more to do (commits may outrun one compaction of max-file-num files, or one expiry of
-        snapshot.expire.limit snapshots) for up to ROUND_BUDGET_S."""
+        snapshot.expire.limit snapshots) for up to ROUND_BUDGET_S; True if work was left."""
         def both(store, opts):
             if not opts.enabled:
-                return {}
+                return {"more": False}
             deadline = time.monotonic() + ROUND_BUDGET_S
             compacts = not store.table.primary_keys  # merge-tree compaction is not built: expiry only
             while time.monotonic() < deadline:  # in turn, so neither starves the other under load
                 compacted = compacts and self._compact(name, store, opts, None, full=False)["snapshots"]
                 if not self._expire(name, store, opts)["expired"] and not compacted:
                     break
+            else:
+                return {"more": True}  # out of time with work left: another round follows, commits or not
             if self._orphans_due(name):
                 self._orphans(name, store, None)
-            return {}
+            return {"more": False}
 
-        self._step(name, both)
+        return self._step(name, both)["more"]
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -196,7 +198,8 @@ class Maintainer:
                 self._last[name] = time.monotonic()
                 self._running = name
             try:
-                self.maintain(name)
+                if self.maintain(name):
+                    self.committed(name)
                 self._state(name).last_error = None
             except Exception as e:  # noqa: BLE001 - maintenance must never stop; the next round retries
                 log.warning("maintenance_failed", table=name, error=str(e).splitlines()[0] if str(e) else type(e).__name__,
