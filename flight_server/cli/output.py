@@ -132,6 +132,7 @@ class Output:
         rows = batch.to_pylist()
         if self.limit is not None:
             rows = rows[: self.limit - self.rows]
+        n = len(rows)  # counted right after the print, with no call between: Ctrl-C lands before or after both
         if rows and self._rows_on_tty:
             self.clear_rate()
         if self._table is None:
@@ -143,7 +144,7 @@ class Output:
             self._table.print(batch.schema.names + list(extra), list(batch.schema.types) + [None] * len(extra),
                               [[cell(v) for v in r.values()] + [str(v) for v in extra.values()] for r in rows])
             sys.stdout.flush()
-        self.rows += len(rows)
+        self.rows += n
         self.tick()
         return self.limit is None or self.rows < self.limit
 

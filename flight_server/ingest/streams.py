@@ -19,7 +19,7 @@ from flight_server.ingest.conform import Conformer
 from flight_server.paimon import compat
 from flight_server.paimon.source import PaimonSource
 from flight_server.wire import messages
-from flight_server.wire.errors import Cancelled, InvalidRequest, WrongState
+from flight_server.wire.errors import Cancelled, InvalidRequest, Unavailable, WrongState
 from flight_server.wire.requests import WriteTarget
 
 log = structlog.get_logger(__name__)
@@ -63,7 +63,7 @@ class Ingest:
         identity = compat.table_identity(table)
         with self._lock:
             if self._closed is not None:
-                raise WrongState(f"Paimon table {name!r} takes no writes: {self._closed}.")
+                raise Unavailable(f"Paimon table {name!r} takes no writes: {self._closed}.")
             current = self._committers.get(name)
             if current is not None and current.identity == identity:
                 return current

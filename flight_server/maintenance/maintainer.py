@@ -24,7 +24,7 @@ from flight_server.paimon.source import PaimonSource
 log = structlog.get_logger(__name__)
 
 ROUND_S = 1.0  # a table is maintained at most this often after commits
-JOIN_S = 30.0  # close() waits this long for a round in flight
+JOIN_S = 5.0  # close() waits this long for the step in flight (a server killed mid-step loses nothing)
 ORPHANS_EVERY_S = 3600.0  # a table's orphan files are looked for this often (and at its first round)
 ROUND_BUDGET_S = 5.0
 COMMIT_WAIT_S = 60.0  # a compaction's commit waits this long for the table's committer  # a round repeats a step that found work for at most this long (then other tables' turn)
@@ -114,7 +114,7 @@ class Maintainer:
                 return {"more": False}
             deadline = time.monotonic() + ROUND_BUDGET_S
             compacts = not store.table.primary_keys  # merge-tree compaction is not built: expiry only
-            while time.monotonic() < deadline:  # in turn, so neither starves the other under load
+            while time.monotonic() < deadline and not self._closed:  # in turn: neither starves the other
                 compacted = compacts and self._compact(name, store, opts, None, full=False)["snapshots"]
                 if not self._expire(name, store, opts)["expired"] and not compacted:
                     break
