@@ -201,6 +201,11 @@ class TableCommitter:
             raise chore.error
         return chore.result
 
+    @property
+    def is_open(self) -> bool:
+        with self._cond:
+            return self._closed is None
+
     def join(self, timeout: float) -> None:
         """Wait (at most `timeout` s) for the thread to stop: after `close`, once the commit in flight landed."""
         self._thread.join(timeout)

@@ -55,7 +55,7 @@ class Ingest:
         """The table's committer on this server if it has one that takes commits (none is made)."""
         with self._lock:
             committer = self._committers.get(name)
-        return committer if committer is not None and committer.stats()["closed"] is None else None
+        return committer if committer is not None and committer.is_open else None
 
     def committer(self, name: str) -> TableCommitter:
         """The table's committer; a table dropped and created again gets a new one."""
