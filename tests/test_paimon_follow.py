@@ -277,3 +277,5 @@ def test_a_table_whose_changelog_nothing_writes_fails_its_follows_and_deltas_say
         read_all(client, command({"table": t, "from_snapshot": 0, "to_snapshot": 1}))
     with pytest.raises(pa.ArrowInvalid, match=f"changelog-producer {producer!r}"):
         client.create_table("db.other", SCHEMA, primary_keys=["id"], options={"changelog-producer": producer})
+    with pytest.raises(pa.ArrowInvalid, match="deletion-vectors.merge-on-read"):
+        client.create_table("db.dv", SCHEMA, primary_keys=["id"], options={"deletion-vectors.enabled": "true"})

@@ -1,4 +1,6 @@
-"""Compaction of append tables: a bucket's small files rewritten into one, committed as COMPACT.
+"""Compaction: a bucket's files rewritten into fewer, committed as COMPACT (adds no rows).
+
+Append tables: a bucket's small files rewritten into one.
 
 Which files (`pick`), as Paimon's universal compaction picks sorted runs: once a bucket has
 `compaction.min.file-num` files smaller than `target-file-size`, the newest ones are merged, as
@@ -7,6 +9,11 @@ is no larger than the run so far (plus `compaction.size-ratio` percent), up to
 `compaction.max.file-num` files. So a bucket fed a small file per commit holds fewer than
 min-file-num small files after each compaction, and files of similar size merge: each byte is
 rewritten about log2(its file's final size / a commit's) times, not once per compaction.
+
+Primary-key tables: a bucket's sorted runs (each level-0 file, then each level above) merged as
+Paimon's universal compaction picks them (`pick_runs`), into the level just below the next run
+left out, or the top level when none is; a file that overlaps nothing is moved to the output
+level without being rewritten, as Paimon's MergeTreeCompactTask does (kv_files.py merges).
 
 A compaction adds no rows and changes none: readers see the same table; deltas and follows skip
 COMPACT snapshots. The files it replaced stay until snapshot expiry finds no retained snapshot,
@@ -18,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flight_server.maintenance import kv_files
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import LiveFile, TableStore
-from flight_server.wire.errors import InvalidRequest
 
 
 def pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
@@ -39,6 +46,61 @@ def pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
     return run[::-1]
 
 
+Run = tuple[int, list[LiveFile]]  # a sorted run: its level and files
+
+
+def sorted_runs(files: Sequence[LiveFile]) -> list[Run]:
+    """A primary-key bucket's sorted runs, newest first: each level-0 file (the newest first, as
+    Paimon's Levels orders them), then each non-empty level above."""
+    level0 = sorted((f for f in files if f.level == 0), key=lambda f: (-f.max_seq, f.min_seq, f.name))
+    runs: list[Run] = [(0, [f]) for f in level0]
+    for level in sorted({f.level for f in files if f.level > 0}):
+        runs.append((level, [f for f in files if f.level == level]))
+    return runs
+
+
+def _size(run: Run) -> int:
+    return sum(f.size for f in run[1])
+
+
+def pick_runs(runs: list[Run], opts: MaintenanceOptions, max_level: int) -> tuple[int, list[Run]] | None:
+    """(output level, the newest runs to merge) as Paimon's UniversalCompaction.pick, or None: all
+    runs when the newer ones together exceed `compaction.max-size-amplification-percent` of the
+    oldest; else the newest runs of similar size (`compaction.size-ratio`); else, past
+    `num-sorted-run.compaction-trigger` runs, enough of the newest to get back to it."""
+    trigger = opts.sorted_run_trigger
+    if len(runs) < trigger:
+        return None
+    if sum(map(_size, runs[:-1])) * 100 > opts.max_size_amp_percent * _size(runs[-1]):
+        return max_level, runs
+    unit = _pick_for_size_ratio(runs, opts, max_level, 1)
+    if unit is None and len(runs) > trigger:
+        unit = _pick_for_size_ratio(runs, opts, max_level, len(runs) - trigger + 1)
+    return unit
+
+
+def _pick_for_size_ratio(runs: list[Run], opts: MaintenanceOptions, max_level: int, count: int):
+    size = sum(map(_size, runs[:count]))
+    triggered = count > 1
+    for level, files in runs[count:]:
+        if size * (100 + opts.size_ratio_percent) / 100 < _size((level, files)) and (not triggered or level > 1):
+            break
+        size += _size((level, files))
+        count += 1
+        triggered = True
+    if not triggered:
+        return None
+    # the output goes just below the first run left out, never to level 0 (Paimon's createUnit)
+    level = max_level if count == len(runs) else max(0, runs[count][0] - 1)
+    if level == 0:
+        for next_level, _ in runs[count:]:
+            count += 1
+            if next_level != 0:
+                level = next_level
+                break
+    return (max_level if count == len(runs) else level), runs[:count]
+
+
 @dataclass
 class CompactResult:
     """What one compaction of a table did."""
@@ -47,10 +109,11 @@ class CompactResult:
     files_in: int = 0
     files_out: int = 0
     bytes_in: int = 0
+    upgraded: int = 0  # primary-key files moved to another level without a rewrite
 
     def as_json(self) -> dict:
         return {"snapshots": self.snapshots, "files_in": self.files_in, "files_out": self.files_out,
-                "bytes_in": self.bytes_in}
+                "bytes_in": self.bytes_in, "upgraded": self.upgraded}
 
 
 def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None = None,
@@ -58,22 +121,85 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
     """Compact the buckets of the latest snapshot that need it (all small files of every bucket when
     `full`, as Paimon's `compact` procedure does by hand), one COMPACT commit per bucket.
     `commit_with(fn)` runs a commit where it cannot race this server's own (the table's committer)."""
-    if store.table.primary_keys:
-        raise InvalidRequest(f"Paimon table {store.name!r} has a primary key: this server compacts append tables "
-                             "only (merge-tree compaction is not built yet); use Paimon's own `compact` procedure.")
+    rewriter = kv_files.KvRewriter(store.table, store.name) if store.table.primary_keys else None
     result = CompactResult([])
     groups = store.live_files(store.latest())
     keys = store.table.partition_keys
     for (values, _bucket), files in sorted(groups.items(), key=lambda kv: (tuple(map(str, kv[0][0])), kv[0][1])):
         if partition is not None and dict(zip(keys, map(str, values))) != partition:
             continue
-        chosen = [f for f in files if f.size < opts.target_file_size] if full else pick(files, opts)
-        if len(chosen) < 2:
+        upgraded = 0
+        if rewriter is not None:
+            messages, chosen, upgraded = _merge_bucket(store, rewriter, files, opts, full)
+        else:
+            chosen = [f for f in files if f.size < opts.target_file_size] if full else pick(files, opts)
+            messages = store.rewrite(chosen) if len(chosen) >= 2 else []
+        if not messages:
             continue
-        messages = store.rewrite(chosen)
+        # A commit that fails leaves the new files unnamed by any snapshot: orphan removal takes them.
         commit = lambda: store.commit_compact(messages, chosen)  # noqa: E731
         result.snapshots.append(commit() if commit_with is None else commit_with(commit))
         result.files_in += len(chosen)
-        result.files_out += sum(len(m.new_files) for m in messages)
+        result.files_out += sum(len(m.new_files) for m in messages) - upgraded
+        result.upgraded += upgraded
         result.bytes_in += sum(f.size for f in chosen)
     return result
+
+
+def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[LiveFile], opts: MaintenanceOptions,
+                  full: bool):
+    """One primary-key bucket's compaction, as Paimon's MergeTreeCompactTask does it: (commit
+    messages, the files they replace, how many of those were only moved to another level)."""
+    runs = sorted_runs(files)
+    max_level = max(opts.num_levels or opts.sorted_run_trigger + 1, max(f.level for f in files) + 1) - 1
+    if rewriter.level0_unread and runs[0][0] == 0:
+        # A first-row table's reads skip level 0, and files above it must not repeat a key (Paimon
+        # keeps that with lookups while compacting, not built here): everything to the top level.
+        full = True
+    if full:  # Paimon's pickFullCompaction: everything to the top level, unless it is there already
+        done = len(runs) == 1 and runs[0][0] == max_level and all(f.deletes == 0 for f in files)
+        unit = None if done else (max_level, runs)
+    else:
+        unit = pick_runs(runs, opts, max_level)
+    if unit is None:
+        return [], [], 0
+    level, chosen_runs = unit
+    chosen = [f for _, run in chosen_runs for f in run]
+    if len(chosen) == 1 and chosen[0].level == level:
+        return [], [], 0
+    # Deletes can go once nothing older lies below the output (Paimon's dropDelete).
+    drop_delete = level != 0 and level >= max(f.level for f in files)
+    small = opts.target_file_size * opts.small_file_ratio
+    rewrites: list[list[list[list[LiveFile]]]] = []  # groups of sections merged together
+    upgrades: list[LiveFile] = []
+    candidate: list = []
+
+    def flush():
+        if len(candidate) == 1 and len(candidate[0]) == 1:  # one run overlapping nothing: moved, not merged
+            for f in candidate[0][0]:
+                upgrade(f)
+        elif candidate:
+            rewrites.append(list(candidate))
+        candidate.clear()
+
+    def upgrade(f: LiveFile):
+        if level == max_level and f.deletes != 0:  # its deletes must go: rewritten alone
+            rewrites.append([[[f]]])
+        elif f.level != level:
+            upgrades.append(f)
+
+    for section in kv_files.sections(chosen):
+        if len(section) > 1:
+            candidate.append(section)
+            continue
+        for f in section[0]:
+            if f.size < small:
+                candidate.append([[f]])
+            else:
+                flush()
+                upgrade(f)
+    flush()
+    messages = [store.merge(group, level, drop_delete, rewriter) for group in rewrites]
+    messages += [store.moved(f, level) for f in upgrades]
+    replaced = [f for group in rewrites for section in group for run in section for f in run] + upgrades
+    return messages, replaced, len(upgrades)

@@ -10,7 +10,9 @@ each expired snapshot S (S + 1 the next, kept or expiring later)
 1. the snapshot file of S (first: no listed snapshot ever names a file deleted below; the
    EARLIEST hint moves to `end` at the end of the run);
 2. the data files S + 1 removed (its delta's DELETE entries): no snapshot from S + 1 on reads
-   them, since a file once removed never comes back; a file the nearest earlier tag reads stays;
+   them, since a file once removed never comes back; a file the nearest earlier tag reads stays,
+   and so does one S + 1 also added (a compaction that moved it to another level without
+   rewriting it: Paimon's upgrade, the same file DELETEd at its old level and ADDed at the new);
 3. the changelog files S added;
 4. S's manifest lists and manifests that S + 1 (and so every later snapshot) and the tags do not name.
 A run cut off anywhere leaves no snapshot naming a deleted file; the next run starts by deleting
@@ -121,7 +123,8 @@ def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int]
 
 def _delete_removed_by(store: TableStore, snapshot, tags: list, tag_files: dict[int, set[str]]) -> int:
     """Delete the data files `snapshot` removed (its delta's DELETE entries): no snapshot from it on
-    reads them, a file once removed never comes back; a file the nearest earlier tag reads stays."""
+    reads them, a file once removed never comes back; a file the nearest earlier tag reads stays,
+    and so does one `snapshot` also added (upgraded to another level)."""
     earlier = [t for t in tags if t.id < snapshot.id]
     keep: set[str] = set()
     if earlier:
@@ -129,7 +132,9 @@ def _delete_removed_by(store: TableStore, snapshot, tags: list, tag_files: dict[
         if tag.id not in tag_files:
             tag_files[tag.id] = store.file_names(tag)
         keep = tag_files[tag.id]
-    return sum(_delete_all(store, store.data_paths(e)) for e in _entries(store, snapshot)
+    entries = _entries(store, snapshot)
+    keep = keep | {e.file.file_name for e in entries if e.kind != DELETE}  # upgraded: still read at its new level
+    return sum(_delete_all(store, store.data_paths(e)) for e in entries
                if e.kind == DELETE and e.file.file_name not in keep)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from flight_server.maintenance import compaction, expiry, orphans
+from flight_server.maintenance import compaction, expiry, kv_files, orphans
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import TableStore
 from flight_server.paimon.source import PaimonSource
@@ -26,8 +26,8 @@ log = structlog.get_logger(__name__)
 ROUND_S = 1.0  # a table is maintained at most this often after commits
 JOIN_S = 5.0  # close() waits this long for the step in flight (a server killed mid-step loses nothing)
 ORPHANS_EVERY_S = 3600.0  # a table's orphan files are looked for this often (and at its first round)
-ROUND_BUDGET_S = 5.0
-COMMIT_WAIT_S = 60.0  # a compaction's commit waits this long for the table's committer  # a round repeats a step that found work for at most this long (then other tables' turn)
+ROUND_BUDGET_S = 5.0  # a round repeats a step that found work for at most this long (then other tables' turn)
+COMMIT_WAIT_S = 60.0  # a compaction's commit waits this long for the table's committer
 
 
 @dataclass
@@ -113,7 +113,8 @@ class Maintainer:
             if not opts.enabled:
                 return {"more": False}
             deadline = time.monotonic() + ROUND_BUDGET_S
-            compacts = not store.table.primary_keys  # merge-tree compaction is not built: expiry only
+            # A merge tree this server cannot merge (kv_files.unsupported) is expired only.
+            compacts = not store.table.primary_keys or kv_files.unsupported(store.table) is None
             while time.monotonic() < deadline and not self._closed:  # in turn: neither starves the other
                 compacted = compacts and self._compact(name, store, opts, None, full=False)["snapshots"]
                 if not self._expire(name, store, opts)["expired"] and not compacted:

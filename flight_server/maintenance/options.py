@@ -10,7 +10,9 @@ where that matters the server's defaults differ, and docs/protocol.md says why:
 Compaction keeps Paimon's `compaction.min.file-num` (5), `compaction.max.file-num` (50) and
 `target-file-size`, and picks files as Paimon's universal compaction does (`compaction.size-ratio`):
 a run of the newest small files, so each byte is rewritten about log2(target / commit) times
-rather than once per compaction.
+rather than once per compaction. Primary-key tables keep Paimon's merge-tree options and defaults:
+`num-sorted-run.compaction-trigger` (5), `num-levels` (trigger + 1),
+`compaction.max-size-amplification-percent` (200), `compaction.small-file-ratio` (0.7).
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class MaintenanceOptions:
     time_retained_ms: int = 3_600_000
     expire_limit: int = 100
     consumer_expiration_ms: int | None = 86_400_000
+    sorted_run_trigger: int = 5  # primary-key tables: Paimon's universal compaction
+    num_levels: int | None = None  # None: sorted_run_trigger + 1
+    max_size_amp_percent: int = 200
+    small_file_ratio: float = 0.7
     enabled: bool = True  # Paimon's `write-only`: this writer neither compacts nor expires
 
     @staticmethod
@@ -64,11 +70,17 @@ class MaintenanceOptions:
             time_retained_ms=get("snapshot.time-retained", parse_duration_ms, d.time_retained_ms),
             expire_limit=get("snapshot.expire.limit", _count, d.expire_limit),
             consumer_expiration_ms=get("consumer.expiration-time", parse_duration_ms, d.consumer_expiration_ms),
+            sorted_run_trigger=get("num-sorted-run.compaction-trigger", _count, d.sorted_run_trigger),
+            num_levels=get("num-levels", _count, None),
+            max_size_amp_percent=get("compaction.max-size-amplification-percent", _count, d.max_size_amp_percent),
+            small_file_ratio=get("compaction.small-file-ratio", _ratio, d.small_file_ratio),
             enabled=get("write-only", _flag, False) is False,
         )
         if out.retain_max < out.retain_min:
             raise InvalidRequest(f"Paimon table {table_name!r}: snapshot.num-retained.max ({out.retain_max}) is "
                                  f"below snapshot.num-retained.min ({out.retain_min}).")
+        if out.num_levels is not None and out.num_levels < 2:
+            raise InvalidRequest(f"Paimon table {table_name!r}: num-levels ({out.num_levels}) must be at least 2.")
         if out.max_file_num < out.min_file_num:
             raise InvalidRequest(f"Paimon table {table_name!r}: compaction.max.file-num ({out.max_file_num}) is "
                                  f"below compaction.min.file-num ({out.min_file_num}).")
@@ -87,6 +99,14 @@ def _count0(text: str) -> int:
     """an integer >= 0"""
     value = int(text)
     if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _ratio(text: str) -> float:
+    """a number between 0 and 1"""
+    value = float(text)
+    if not 0 <= value <= 1:
         raise ValueError(text)
     return value
 

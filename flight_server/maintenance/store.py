@@ -33,6 +33,8 @@ class LiveFile:
     rows: int
     min_seq: int
     level: int
+    max_seq: int = 0
+    deletes: int | None = 0  # retracting rows in it (primary-key files; None: not recorded)
 
 
 class TableStore:
@@ -102,12 +104,14 @@ class TableStore:
         if snapshot is None:
             return {}
         scan = self.table.copy({"scan.snapshot-id": str(snapshot.id)}).new_read_builder().new_scan()
+        scan.file_scanner.skip_level0 = False  # batch reads of first-row tables skip level 0; a writer must not
         groups: dict[tuple, list[LiveFile]] = {}
         for entry in scan.file_scanner.plan_files():
             f = entry.file
             key = (tuple(entry.partition.values), entry.bucket)
             groups.setdefault(key, []).append(
-                LiveFile(entry, f.file_name, f.file_size, f.row_count, f.min_sequence_number, f.level))
+                LiveFile(entry, f.file_name, f.file_size, f.row_count, f.min_sequence_number, f.level,
+                         f.max_sequence_number, f.delete_row_count))
         for files in groups.values():
             files.sort(key=lambda lf: (lf.min_seq, lf.name))
         return groups
@@ -233,6 +237,27 @@ class TableStore:
             return write.prepare_commit()
         finally:
             write.close()
+
+    def merge(self, group: list, level: int, drop_delete: bool, rewriter) -> object:
+        """A primary-key bucket's sections (see kv_files.sections) merged into new files at `level`:
+        the commit message naming them, not yet committed."""
+        from pypaimon.write.commit_message import CommitMessage
+
+        first = group[0][0][0].entry
+        metas = rewriter.rewrite(lambda entry: self.data_paths(entry)[0], first.partition, first.bucket,
+                                 first.total_buckets, group, level, drop_delete)
+        return CommitMessage(tuple(first.partition.values), first.bucket, metas, total_buckets=first.total_buckets)
+
+    def moved(self, lf: LiveFile, level: int) -> object:
+        """The commit message that adds `lf` again at `level` (Paimon's upgrade: the same file, its
+        DELETE at the old level in the same commit)."""
+        import dataclasses
+
+        from pypaimon.write.commit_message import CommitMessage
+
+        e = lf.entry
+        return CommitMessage(tuple(e.partition.values), e.bucket, [dataclasses.replace(e.file, level=level)],
+                             total_buckets=e.total_buckets)
 
     def commit_compact(self, messages, replaced: list[LiveFile]) -> int:
         """Commit the rewritten files in place of `replaced` as one COMPACT snapshot (adds no rows).

@@ -32,8 +32,14 @@ def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_
     if producer in compat.COMPACTION_CHANGELOG:
         raise InvalidRequest(
             f"create_table {name!r}: changelog-producer {producer!r} has compaction write the changelog, and "
-            "nothing compacts a table this server writes (pypaimon does not), so its delta and follow reads "
-            "would find no changelog; use 'input' (the changelog is the rows written) or 'none'.")
+            "this server's compaction writes none (nor does pypaimon), so its delta and follow reads would find "
+            "no changelog; use 'input' (the changelog is the rows written) or 'none'.")
+    if options.get("deletion-vectors.enabled", "").lower() == "true" and \
+            options.get("deletion-vectors.merge-on-read", "").lower() != "true":
+        raise InvalidRequest(
+            f"create_table {name!r}: with deletion-vectors.enabled, batch reads skip the rows no compaction has "
+            "yet turned into deletion vectors, and this server's compaction does not write them, so nothing it "
+            "writes would be read; set 'deletion-vectors.merge-on-read' to 'true' too, or leave deletion vectors off.")
     if primary_keys and not set(partition_keys) <= set(primary_keys):
         raise InvalidRequest(
             f"create_table {name!r}: a primary-key table's partition keys must be part of its primary key "

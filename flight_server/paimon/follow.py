@@ -77,7 +77,8 @@ def start_position(scope, req: PaimonRequest, latest_id: int | None) -> tuple[in
 def scans(scope, planner, snapshot) -> bool:
     """Whether the snapshot has rows for a delta or follow read. Raises when rows it committed can
     never arrive: a table whose changelog only compaction writes (changelog-producer lookup or
-    full-compaction) where no recent snapshot has one, so nothing compacts it (pypaimon never does),
+    full-compaction) where no recent snapshot has one, so nothing writes it (neither pypaimon nor this
+    server's compaction does),
     and a follow would wait forever on an empty stream."""
     if compat.should_scan(planner, snapshot):
         return True
@@ -86,7 +87,7 @@ def scans(scope, planner, snapshot) -> bool:
         raise WrongState(
             f"Paimon table {scope.name!r} has changelog-producer {producer!r}: its changelog is written by "
             f"compaction, and none of its last {compat.RECENT_SNAPSHOTS} snapshots has one (snapshot "
-            f"{snapshot.id} committed rows without it), so nothing compacts it and a delta or follow read "
+            f"{snapshot.id} committed rows without it), so nothing writes it and a delta or follow read "
             "would stay empty. Read it in full (a snapshot), run Paimon's compaction on it (Spark or Flink "
             "`compact`), or create it with changelog-producer 'input'.", table=scope.name, snapshot=snapshot.id)
     return False
