@@ -329,6 +329,44 @@ def test_remove_orphan_files_deletes_only_old_files_nothing_names(client, wareho
         client.action(names.REMOVE_ORPHAN_FILES, {"table": t, "older_than_ms": int(time.time() * 1000)})
 
 
+def test_orphan_removal_keeps_what_snapshots_name_whatever_the_earliest_hint_says_and_lists_only_paimon_dirs(
+        client, warehouse):
+    """pypaimon gives up on an EARLIEST hint it cannot follow (torn, or no snapshot within 300 ids of
+    it) and a lister that trusted it would keep nothing; the server lists the snapshot directory.
+    Only manifest/, index/ and partition and bucket directories hold candidates (Paimon's
+    OrphanFilesClean): other directories, such as Iceberg metadata, are never touched; a table with
+    branches is refused (their files live beside the main branch's)."""
+    import time
+
+    wh = Warehouse(warehouse)
+    t = wh.create("hinted", buckets=1)
+    for i in range(5):
+        wh.commit(t, rows(i * 10, 10))
+    root = os.path.join(warehouse, "db.db", "hinted")
+    os.makedirs(os.path.join(root, "metadata"))
+    with open(os.path.join(root, "metadata", "v1.metadata.json"), "w") as f:
+        f.write("{}")  # what metadata.iceberg.storage=table-location writes
+    day_ago = time.time() - 2 * 86400
+    for folder, _, files in os.walk(root):
+        for name in files:
+            os.utime(os.path.join(folder, name), (day_ago, day_ago))
+    before = {f for _, _, files in os.walk(root) for f in files}
+    for hint in ("1000", ""):  # past every snapshot (so never found), then torn
+        with open(os.path.join(root, "snapshot", "EARLIEST"), "w") as f:
+            f.write(hint)
+        result = client.action(names.REMOVE_ORPHAN_FILES, {"table": t})
+        assert result["deleted"] == 0 and {f for _, _, files in os.walk(root) for f in files} == before | {"EARLIEST"}
+        assert sorted(wh.read(t).column("id").to_pylist()) == list(range(50))
+    result = client.action(names.EXPIRE_SNAPSHOTS, {"table": t, "retain_max": 2, "retain_min": 1})
+    assert result["expired"] == 3 and result["first_kept"] == 4
+    assert sorted(wh.read(t).column("id").to_pylist()) == list(range(50))
+    os.makedirs(os.path.join(root, "branch", "branch-b1", "snapshot"))
+    with open(os.path.join(root, "branch", "branch-b1", "snapshot", "LATEST"), "w") as f:
+        f.write("1")
+    with pytest.raises(pa.ArrowInvalid, match="branches"):
+        client.action(names.REMOVE_ORPHAN_FILES, {"table": t})
+
+
 def upserts(b: int, n: int = 20) -> pa.RecordBatch:
     """Batch `b` rewrites ids b % 7 * 10 ... + n: every id is written again and again."""
     ids = [(b % 7) * 10 + i for i in range(n)]

@@ -49,9 +49,21 @@ class ExpireResult:
                 "consumers_removed": self.consumers_removed}
 
 
+def unsupported(opts: MaintenanceOptions) -> str | None:
+    """Why this server does not expire a table's snapshots, or None."""
+    if opts.changelog_retained:
+        return (f"it keeps changelogs apart from its snapshots ({', '.join(opts.changelog_retained)}), which this "
+                "server's expiry does not do")
+    return None
+
+
 def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max: int | None = None,
            retain_min: int | None = None, older_than_ms: int | None = None) -> ExpireResult:
     """Expire what `opts` (or the given overrides, as the `expire_snapshots` action passes them) allow."""
+    reason = unsupported(opts)
+    if reason is not None:
+        raise InvalidRequest(f"expire_snapshots {store.name!r}: {reason}; run Paimon's own expire_snapshots "
+                             "procedure (Spark or Flink).")
     result = ExpireResult()
     if opts.consumer_expiration_ms is not None:
         result.consumers_removed = store.expire_consumers(now_ms - opts.consumer_expiration_ms)
@@ -73,39 +85,48 @@ def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max:
     if consumers:
         end = min(end, min(consumers.values()))
     end = min(end, earliest + opts.expire_limit)
-    for sid in range(lowest, end):
-        snap = store.snapshot(sid)
-        if snap is not None and snap.time_millis >= older_than:
+    for sid in range(lowest, end):  # S expires once S + 1 is older than time-retained (Java's rule)
+        nxt = store.snapshot(sid + 1)
+        if nxt is not None and nxt.time_millis >= older_than:
             end = sid
             break
     result.first_kept = max(end, earliest)
     if end <= earliest:
         return result
-    result.files_deleted, result.expired = _expire_until(store, earliest, end)
-    log.info("snapshots_expired", table=store.name, begin=end - result.expired, end=end, files=result.files_deleted)
+    result.files_deleted, result.expired, done = _expire_until(store, earliest, end)
+    if done < end:  # another server expired (or is expiring) from here on
+        result.first_kept = store.earliest_id()
+    log.info("snapshots_expired", table=store.name, begin=done - result.expired, end=done, files=result.files_deleted)
     return result
 
 
-def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int]:
+def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int, int]:
+    """Expire the snapshots from the earliest one left up to `end`: (files deleted, snapshots
+    expired, the first snapshot this run did not expire)."""
     begin = earliest
     for sid in range(end - 1, earliest - 1, -1):  # another server may be expiring the same range
         if store.snapshot(sid) is None:
             begin = sid + 1
             break
-    tags = store.tagged_snapshots()
-    tag_manifests = _manifest_names(store, tags)
     tag_files: dict[int, set[str]] = {}
     snap = store.snapshot(begin)
     if snap is None:
-        return 0, 0
+        return 0, 0, begin
     # A run cut off after deleting the snapshot before `begin` left the files `begin` removed: finish.
-    deleted = _delete_removed_by(store, snap, tags, tag_files)
+    deleted = _delete_removed_by(store, snap, store.tagged_snapshots(), tag_files)
+    done = begin
     for sid in range(begin, end):
-        nxt = store.snapshot(sid + 1)
+        tags = store.tagged_snapshots()  # each step: a tag made meanwhile keeps its snapshot's files
+        try:
+            nxt = store.snapshot(sid + 1)
+            # what sid + 1 still names (and so every later one), and what the tags name
+            skip = None if nxt is None else _manifest_names(store, tags + [nxt])
+        except FileNotFoundError:
+            nxt = None
         if nxt is None:
             break  # expired meanwhile by another server, or gone: nothing kept depends on us here
-        skip = tag_manifests | _manifest_names(store, [nxt])  # what sid + 1 still names (and so every later one)
         store.delete(store.snapshot_path(sid))  # first: no listed snapshot ever names a deleted file
+        done = sid + 1
         deleted += _delete_removed_by(store, nxt, tags, tag_files)
         if snap.changelog_manifest_list:
             deleted += sum(_delete_all(store, store.data_paths(e))
@@ -116,9 +137,11 @@ def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int]
                                for m in _listed(store, list_name) if m not in skip)
                 deleted += _delete_all(store, [store.manifest_path(list_name)])
         snap = nxt
-    # Once, at the end: a hint below the earliest snapshot is harmless (readers look on from it).
-    store.write_earliest_hint(end)
-    return deleted, end - begin
+    # Once, at the end, and only as far as this run deleted: a hint above a snapshot that still
+    # exists would hide it from expiry; below the earliest one it is harmless (readers look on).
+    if done > begin:
+        store.write_earliest_hint(done)
+    return deleted, done - begin, done
 
 
 def _delete_removed_by(store: TableStore, snapshot, tags: list, tag_files: dict[int, set[str]]) -> int:

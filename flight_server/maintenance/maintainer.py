@@ -20,6 +20,7 @@ from flight_server.maintenance import compaction, expiry, kv_files, orphans
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import TableStore
 from flight_server.paimon.source import PaimonSource
+from flight_server.wire.errors import InvalidRequest, Unavailable
 
 log = structlog.get_logger(__name__)
 
@@ -115,14 +116,18 @@ class Maintainer:
             deadline = time.monotonic() + ROUND_BUDGET_S
             # A merge tree this server cannot merge (kv_files.unsupported) is expired only.
             compacts = not store.table.primary_keys or kv_files.unsupported(store.table) is None
+            expires = expiry.unsupported(opts) is None  # changelogs kept apart: Paimon's own expiry
             while time.monotonic() < deadline and not self._closed:  # in turn: neither starves the other
                 compacted = compacts and self._compact(name, store, opts, None, full=False)["snapshots"]
-                if not self._expire(name, store, opts)["expired"] and not compacted:
+                if not (expires and self._expire(name, store, opts)["expired"]) and not compacted:
                     break
             else:
                 return {"more": True}  # out of time with work left: another round follows, commits or not
             if self._orphans_due(name):
-                self._orphans(name, store, None)
+                try:
+                    self._orphans(name, store, None)
+                except InvalidRequest as e:  # branches, or changelogs kept apart: left to Paimon's procedure
+                    log.info("orphan_removal_skipped", table=name, reason=str(e))
             return {"more": False}
 
         return self._step(name, both)["more"]
@@ -202,6 +207,8 @@ class Maintainer:
                 if self.maintain(name):
                     self.committed(name)
                 self._state(name).last_error = None
+            except Unavailable as e:  # the table's committer closed (shutdown, drop): its next commit asks again
+                log.info("maintenance_stopped", table=name, reason=str(e))
             except Exception as e:  # noqa: BLE001 - maintenance must never stop; the next round retries
                 log.warning("maintenance_failed", table=name, error=str(e).splitlines()[0] if str(e) else type(e).__name__,
                             exc_info=True)

@@ -27,6 +27,9 @@ _UNITS_MS = {"ms": 1, "s": 1000, "sec": 1000, "min": 60_000, "m": 60_000, "h": 3
 _UNITS_BYTES = {"b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30}
 
 
+CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
+
+
 @dataclass(frozen=True)
 class MaintenanceOptions:
     """What the server does for one table after its commits (and what the actions default to)."""
@@ -44,6 +47,7 @@ class MaintenanceOptions:
     num_levels: int | None = None  # None: sorted_run_trigger + 1
     max_size_amp_percent: int = 200
     small_file_ratio: float = 0.7
+    changelog_retained: tuple[str, ...] = ()  # changelog.num-retained.* / changelog.time-retained set here
     enabled: bool = True  # Paimon's `write-only`: this writer neither compacts nor expires
 
     @staticmethod
@@ -74,6 +78,7 @@ class MaintenanceOptions:
             num_levels=get("num-levels", _count, None),
             max_size_amp_percent=get("compaction.max-size-amplification-percent", _count, d.max_size_amp_percent),
             small_file_ratio=get("compaction.small-file-ratio", _ratio, d.small_file_ratio),
+            changelog_retained=tuple(k for k in CHANGELOG_RETENTION if k in options),
             enabled=get("write-only", _flag, False) is False,
         )
         if out.retain_max < out.retain_min:

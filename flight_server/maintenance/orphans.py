@@ -3,8 +3,12 @@ that never happened (a writer killed after writing its files) or by an expiry cu
 
 As Paimon's remove_orphan_files: a file is deleted only if nothing kept names it and it is older
 than `older_than` (default a day), so the files of a commit still in flight are never touched.
-Files under snapshot/, schema/, consumer/, tag/, branch/, index/, statistics/ and changelog/ are not
-candidates: only manifests and the files in partition and bucket directories are.
+Candidates are only what Paimon's OrphanFilesClean lists: the files under manifest/, index/ and the
+partition (`key=value`) and bucket (`bucket-N`) directories; everything else in the table's
+directory (snapshot/, schema/, tag/, consumer/, statistics/, Iceberg metadata, anything else) is
+left alone. A table with branches or with changelogs kept apart from its snapshots (changelog/)
+is refused: their files live beside the main branch's, and this server does not read their
+snapshots (Paimon's own procedure does).
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_OLDER_THAN_MS = 86_400_000
 MIN_AGE_MS = 600_000  # a file younger than this may belong to a commit in flight: never a candidate
-_KEPT_DIRS = {"snapshot", "schema", "consumer", "tag", "branch", "index", "statistics", "changelog"}
+
+
+def candidate_dir(name: str) -> bool:
+    """Whether a top-level directory of a table holds files orphan removal may delete."""
+    return name in ("manifest", "index") or name.startswith("bucket-") or ("=" in name and not name.startswith("."))
 
 
 @dataclass
@@ -40,9 +48,14 @@ def remove_orphan_files(store: TableStore, now_ms: int, older_than_ms: int | Non
         raise InvalidRequest(
             f"remove_orphan_files {store.name!r}: older_than must be at least {MIN_AGE_MS // 60000} minutes ago "
             "(younger files may belong to a commit in flight, whose snapshot would then name deleted files).")
+    for directory, what in (("branch", "branches"), ("changelog", "changelogs kept apart from its snapshots")):
+        if store.has_entries(directory):
+            raise InvalidRequest(
+                f"remove_orphan_files {store.name!r}: the table has {what} ({directory}/), whose files this server "
+                "does not follow; run Paimon's own remove_orphan_files procedure (Spark or Flink).")
     used = store.referenced_files()
     result = OrphanResult()
-    for path, name, size, mtime_ms in store.list_files(skip_dirs=_KEPT_DIRS):
+    for path, name, size, mtime_ms in store.list_files(candidate_dir):
         result.scanned += 1
         if name in used or mtime_ms >= older_than:
             continue

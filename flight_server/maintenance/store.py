@@ -166,47 +166,74 @@ class TableStore:
                    for name in self.manifests_of_list(list_name) for e in files.read(name)]
         return {e.file.file_name for e in FileEntry.merge_entries(entries) if e.kind == 0}
 
+    def listed_snapshot_ids(self) -> list[int]:
+        return compat.listed_snapshot_ids(self.manager)
+
     def referenced_files(self) -> set[str]:
-        """The name of every file a kept snapshot or a tag names: manifest lists, manifests, the
-        data, changelog and extra files in them, index manifests and statistics."""
+        """The name of every file a snapshot file or a tag names: manifest lists, manifests, the
+        data, changelog and extra files in them, index manifests, the index files they list, and
+        statistics. Snapshots come from listing the snapshot directory (not from the EARLIEST hint,
+        which may lag), before the tags, so a tag made meanwhile on a snapshot expired meanwhile is
+        seen one way or the other; a table whose listing finds no snapshot but has a latest one
+        fails rather than keep nothing."""
+        from pypaimon.manifest.index_manifest_file import IndexManifestFile
         from pypaimon.manifest.manifest_file_manager import ManifestFileManager
 
-        snapshots = list(self.tagged_snapshots())
-        latest, earliest = self.latest(), self.earliest_id()
-        if latest is not None and earliest is not None:
-            snapshots += [s for s in (self.snapshot(i) for i in range(earliest, latest.id + 1)) if s is not None]
+        latest = self.latest()
+        snapshots = [s for s in (self.snapshot(i) for i in self.listed_snapshot_ids()) if s is not None]
+        if latest is not None and not snapshots:
+            raise RuntimeError(f"Paimon table {self.name!r}: no snapshot file listed under {self.manager.snapshot_dir} "
+                               f"although snapshot {latest.id} is the latest; nothing is deleted.")
+        snapshots += self.tagged_snapshots()
         names: set[str] = set()
         manifests: set[str] = set()
+        index_manifests: set[str] = set()
         for snap in snapshots:
             for list_name in self.manifest_lists(snap):
                 names.add(list_name)
                 manifests.update(self.manifests_of_list(list_name))
             names.update(n for n in (snap.index_manifest, snap.statistics) if n)
+            if snap.index_manifest:
+                index_manifests.add(snap.index_manifest)
         files = ManifestFileManager(self.table)
         for name in manifests:
             for entry in files.read(name):
                 names.add(entry.file.file_name)
                 names.update(entry.file.extra_files or [])
+        index = IndexManifestFile(self.table)
+        for name in index_manifests:
+            names.update(e.index_file.file_name for e in index.read(name))
         return names | manifests
 
-    def list_files(self, skip_dirs: set[str]):
-        """(path, name, size, mtime in epoch ms) of every file under the table's directory but those
-        in the top-level directories `skip_dirs`."""
+    def has_entries(self, directory: str) -> bool:
+        """Whether the table's top-level `directory` (branch, changelog, ...) holds anything."""
+        path = f"{self.path}/{directory}"
+        return self.file_io.exists(path) and any(True for _ in self.file_io.list_status(path))
+
+    def list_files(self, top_dirs):
+        """(path, name, size, mtime in epoch ms) of every file in the table's top-level directories
+        `top_dirs(name)` accepts, and in the directories under them."""
         import pyarrow.fs as pafs
 
-        pending = [self.path]
+        pending = [f"{self.path}/{name}" for name, is_dir in self._children(self.path) if is_dir and top_dirs(name)]
         while pending:
             directory = pending.pop()
             for status in self.file_io.list_status(directory):
                 path = str(getattr(status, "original_path", None) or status.path)
                 name = path.rstrip("/").rsplit("/", 1)[-1]
                 if status.type == pafs.FileType.Directory:
-                    if not (directory == self.path and name in skip_dirs):
-                        pending.append(f"{directory}/{name}")
+                    pending.append(f"{directory}/{name}")
                     continue
                 mtime = status.mtime
                 mtime_ms = int(mtime.timestamp() * 1000) if hasattr(mtime, "timestamp") else int(mtime * 1000)
                 yield f"{directory}/{name}", name, status.size or 0, mtime_ms
+
+    def _children(self, directory: str):
+        import pyarrow.fs as pafs
+
+        for status in self.file_io.list_status(directory):
+            path = str(getattr(status, "original_path", None) or status.path)
+            yield path.rstrip("/").rsplit("/", 1)[-1], status.type == pafs.FileType.Directory
 
     def delete(self, path: str) -> bool:
         """Delete one file; True if this call removed it (False: it was gone already)."""

@@ -286,7 +286,9 @@ def split_sort_key(split) -> tuple:
 
 
 def earliest_snapshot_id(snapshot_manager) -> int | None:
-    """The earliest snapshot id, None when there is none (pypaimon raises on an empty table)."""
+    """The earliest snapshot id, None when there is none (pypaimon raises on an empty table). Where
+    pypaimon's EARLIEST hint fails it (torn, or over 300 snapshots behind), the snapshot directory
+    is listed, as Java Paimon's findEarliest does."""
     if snapshot_manager.get_latest_snapshot() is None:
         return None
     for _ in range(100):
@@ -294,10 +296,26 @@ def earliest_snapshot_id(snapshot_manager) -> int | None:
             snap = snapshot_manager.try_get_earliest_snapshot()
         except FileNotFoundError:  # expired between pypaimon's existence check and its read: look again
             continue
-        except RuntimeError:  # snapshot files listed but gone: treat as none visible yet
-            return None
-        return None if snap is None else snap.id
-    return None
+        except (RuntimeError, ValueError):  # the hint is torn or far behind: list
+            break
+        if snap is not None:
+            return snap.id
+        break
+    listed = listed_snapshot_ids(snapshot_manager)
+    return listed[0] if listed else None
+
+
+def listed_snapshot_ids(snapshot_manager) -> list[int]:
+    """The ids of the snapshot files in the snapshot directory, in order."""
+    directory = snapshot_manager.snapshot_dir
+    if not snapshot_manager.file_io.exists(directory):
+        return []
+    ids = []
+    for status in snapshot_manager.file_io.list_status(directory):
+        name = str(getattr(status, "original_path", None) or status.path).rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith("snapshot-") and name[len("snapshot-"):].isdigit():
+            ids.append(int(name[len("snapshot-"):]))
+    return sorted(ids)
 
 
 def arrow_schema(table) -> pa.Schema:
