@@ -5,7 +5,7 @@ shape (2 buckets): `db.kept`, maintained by the server (its defaults), and `db.r
 never compacted nor expired). One producer writes each table in turn, a round of `--round` batches
 at a time (rounds alternating), each batch acked before the next, so each batch is one commit.
 Every `--sample-every` commits, for each table: its snapshots and live data files (pypaimon), and a
-full read through Flight, timed (median of 3, rounds alternating) against a baseline table that
+full read through Flight, timed (median of 7, rounds alternating) against a baseline table that
 holds the same rows in one commit, written fresh at that point.
 
 Goals (issue 27): the maintained table's full read <= 1.2x the baseline's at any age, snapshots
@@ -13,6 +13,16 @@ within retention, files bounded, ingest throughput with maintenance >= 0.9x with
 
 Usage: .venv/bin/python scripts/bench_maintenance.py [--commits 36000] [--rows 100] [--round 500]
        [--sample-every 3000] [--json docs/bench-results/maintenance.json] [--svg docs/benchmarks_maintenance.svg]
+
+`--acks` measures instead what maintenance costs the producers of the table it maintains (issue
+27: ack p50 <= 100 ms while it runs, no commit held back more than one commit interval): a server
+with the default --commit-interval-ms 100 takes bench_ingest's paced producer (1,000-row batches at
+100/s, raw do_put, each batch's ack timed) for `--acks-seconds`, into a fresh table maintained by
+the server or a `write-only` one (rounds alternating, `--acks-runs` each); the server's committer
+says how long the compaction commits it ran between group commits took (the longest of them is
+how far a group commit was held back).
+
+       .venv/bin/python scripts/bench_maintenance.py --acks [--acks-runs 3] [--acks-seconds 60] [--json F]
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from producers import Client  # noqa: E402
 from producers.examples.events import SCHEMA, batch  # noqa: E402
 
 TABLES = ("db.kept", "db.raw")
+READS = 7  # full reads of the kept table and its baseline a sample, alternating (a read takes 30-150 ms)
 SHAPE = {"bucket": "2", "bucket-key": "id"}
 
 
@@ -104,6 +115,56 @@ def svg(samples: list[dict], path: str) -> None:
         f.write("\n".join(out))
 
 
+def acks(runs: int, seconds: float) -> dict:
+    """Ack latency into a maintained table against a write-only one (see the module's docstring)."""
+    import bench_ingest as bi
+
+    with tempfile.TemporaryDirectory(prefix="bench-maintenance-acks-") as tmp:
+        warehouse = os.path.join(tmp, "warehouse")
+        server = ServerProcess(warehouse, stderr=open(os.path.join(tmp, "server.log"), "w"))  # the defaults
+        client = Client(server.uri, timeout=120)
+        out: dict[str, list[dict]] = {"maintained": [], "write_only": []}
+        try:
+            for run in range(-1, runs):  # run -1: warm-up, not counted
+                order = ("maintained", "write_only") if run % 2 == 0 else ("write_only", "maintained")
+                for kind in order:
+                    table = f"{bi.DB}.acks{run + 1}_{kind}"
+                    options = {"bucket": "-1", **({"write-only": "true"} if kind == "write_only" else {})}
+                    client.create_table(table, bi.SCHEMA, options=options)
+                    producer = bi.Role("lat-producer", server.uri, table, "100", str(3 if run < 0 else seconds))
+                    producer.ready()
+                    producer.go()
+                    p = producer.result()
+                    assert p["acked"] == p["sent"], p
+                    if run < 0:
+                        continue
+                    lat = p["lat_ms"]
+                    writes = client.stats()["paimon_writes"][table]
+                    kept = client.stats(table)["maintenance"].get(table, {})
+                    row = {"p50_ms": bi.pct(lat, 50), "p99_ms": bi.pct(lat, 99), "max_ms": max(lat),
+                           "commits": writes["commits"], "compaction_commits": writes["maintenance_commits"],
+                           "compaction_commit_ms_max": writes["maintenance_commit_ms_max"],
+                           "data_files": kept.get("data_files"), "snapshots": kept.get("snapshots"),
+                           "load1": bi.load()[0]}
+                    out[kind].append(row)
+                    print(json.dumps({"run": run, "table": kind, **{k: round(v, 1) if isinstance(v, float) else v
+                                                                    for k, v in row.items()}}), flush=True)
+        finally:
+            client.close()
+            server.stop()
+
+    def summary(rows):
+        return {"p50_ms": statistics.median(r["p50_ms"] for r in rows),
+                "p99_ms": statistics.median(r["p99_ms"] for r in rows), "max_ms": max(r["max_ms"] for r in rows),
+                "compaction_commits": sum(r["compaction_commits"] for r in rows),
+                "compaction_commit_ms_max": max(r["compaction_commit_ms_max"] for r in rows),
+                "runs": rows}
+
+    return {"command": " ".join(["scripts/bench_maintenance.py", *sys.argv[1:]]), "commit_interval_ms": 100,
+            "rate_batches_s": 100, "rows_per_batch": bi.SMALL_ROWS, "seconds_per_run": seconds,
+            "maintained": summary(out["maintained"]), "write_only": summary(out["write_only"])}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--commits", type=int, default=36000, help="commits into each table (an hour at 10/s)")
@@ -112,7 +173,19 @@ def main() -> int:
     ap.add_argument("--sample-every", type=int, default=3000)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--svg", help="write the plot here")
+    ap.add_argument("--acks", action="store_true", help="measure ack latency with and without maintenance instead")
+    ap.add_argument("--acks-runs", type=int, default=3)
+    ap.add_argument("--acks-seconds", type=float, default=60)
     args = ap.parse_args()
+    if args.acks:
+        result = acks(args.acks_runs, args.acks_seconds)
+        print(json.dumps({k: v for k, v in result.items() if k not in ("maintained", "write_only")}
+                         | {k: {x: y for x, y in result[k].items() if x != "runs"} for k in ("maintained", "write_only")},
+                         indent=1))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
+        return 0
     from pypaimon import CatalogFactory
 
     with tempfile.TemporaryDirectory(prefix="bench-maintenance-") as tmp:
@@ -141,7 +214,7 @@ def main() -> int:
                 if done % args.sample_every == 0 or done == args.commits:
                     base = baseline(catalog, f"db.base{done}", done, args.rows)
                     reads = {t: [] for t in (*TABLES, base)}
-                    for _ in range(3):
+                    for _ in range(READS):
                         for t in ("db.kept", base):
                             reads[t].append(full_read_s(client, t))
                     reads["db.raw"].append(full_read_s(client, "db.raw"))  # once: it gets slow

@@ -95,6 +95,7 @@ class TableCommitter:
         self._ident = 0
         self._last_start = 0.0
         self._chores: list[_Chore] = []  # run on this thread between group commits (compaction commits)
+        self._chores_run, self._chore_ms_max = 0, 0.0  # how long a chore held the next group commit back
         self._thread = threading.Thread(target=self._run, name=f"commit-{name}", daemon=True)
         self._thread.start()
 
@@ -215,7 +216,8 @@ class TableCommitter:
         with self._cond:
             return {"queued_batches": len(self._queue), "queued_bytes": self._queued_bytes,
                     "in_commit_batches": len(self._inflight), "named_producers_writing": sorted(self._active),
-                    "commits": self._ident, "last_snapshot": self.producers.seen, "closed": self._closed}
+                    "commits": self._ident, "last_snapshot": self.producers.seen, "closed": self._closed,
+                    "maintenance_commits": self._chores_run, "maintenance_commit_ms_max": round(self._chore_ms_max, 1)}
 
     def _check_open(self) -> None:
         if self._closed is not None:
@@ -252,7 +254,10 @@ class TableCommitter:
                         chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
                     return
             for chore in chores:  # between group commits: at most one commit interval late
+                start = time.perf_counter()
                 chore.run()
+                self._chores_run += 1
+                self._chore_ms_max = max(self._chore_ms_max, (time.perf_counter() - start) * 1000)
             with self._cond:
                 if not self._queue:
                     continue

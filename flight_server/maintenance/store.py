@@ -1,4 +1,5 @@
-"""A Paimon table's files as maintenance sees them: every pypaimon internal it needs, in one place.
+"""A Paimon table's files as maintenance sees them: every pypaimon internal it needs, here and (for
+merging primary-key files) in kv_files.py.
 
 pypaimon 2.1 has neither compaction nor snapshot expiry, so these reach into its commit and
 manifest code (pinned at pypaimon 2.1.0, as flight_server/paimon/compat.py is): the live files of
