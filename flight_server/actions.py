@@ -54,11 +54,11 @@ DESCRIPTIONS = {
     'Result: {"snapshots": [N...], "files_in", "files_out", "bytes_in"}.',
     names.EXPIRE_SNAPSHOTS: "Expire a Paimon table's old snapshots now and delete the files no kept snapshot, tag "
     'or consumer needs (Paimon\'s expire_snapshots procedure). Body: {"table": "db.t", "retain_max"?: N, '
-    '"retain_min"?: N, "older_than_ms"?: epoch ms}; the table\'s snapshot.* options by default. '
+    '"retain_min"?: N, "older_than"?: epoch ms or timestamp}; the table\'s snapshot.* options by default. '
     'Result: {"expired", "first_kept", "files_deleted", "consumers_removed"}.',
     names.REMOVE_ORPHAN_FILES: "Delete a Paimon table's files that no kept snapshot, tag or changelog names and that "
-    'were last written before older_than_ms (default a day ago; at least 10 minutes ago), as Paimon\'s '
-    'remove_orphan_files. Body: {"table": "db.t", "older_than_ms"?: epoch ms}. Result: {"deleted", "bytes", "scanned"}.',
+    'were last written before older_than (default a day ago; at least 10 minutes ago), as Paimon\'s '
+    'remove_orphan_files. Body: {"table": "db.t", "older_than"?: epoch ms or timestamp}. Result: {"deleted", "bytes", "scanned"}.',
 }
 
 
@@ -222,25 +222,41 @@ def compact(reg: Registries, body: dict) -> dict:
 
 def expire_snapshots(reg: Registries, body: dict) -> dict:
     name = table_name(_require(body, "table", "expire_snapshots"), "the body of action 'expire_snapshots'")
-    _only(body, "expire_snapshots", {"table", "retain_max", "retain_min", "older_than_ms"})
+    _only(body, "expire_snapshots", {"table", "retain_max", "retain_min", "older_than"})
     ints = {}
-    for key, low in (("retain_max", 1), ("retain_min", 1), ("older_than_ms", 0)):
+    for key in ("retain_max", "retain_min"):
         value = body.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-            raise InvalidRequest(f"Action 'expire_snapshots': {key!r} must be an integer >= {low}, got {value!r}.")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InvalidRequest(f"Action 'expire_snapshots': {key!r} must be an integer >= 1, got {value!r}.")
         ints[key] = value
     if ints["retain_max"] is not None and ints["retain_min"] is not None and ints["retain_max"] < ints["retain_min"]:
         raise InvalidRequest("Action 'expire_snapshots': 'retain_max' is below 'retain_min'.")
-    return reg.maintainer.expire_snapshots(name, ints["retain_max"], ints["retain_min"], ints["older_than_ms"])
+    return reg.maintainer.expire_snapshots(name, ints["retain_max"], ints["retain_min"],
+                                           older_than_ms(body.get("older_than"), "expire_snapshots"))
 
 
 def remove_orphan_files(reg: Registries, body: dict) -> dict:
     name = table_name(_require(body, "table", "remove_orphan_files"), "the body of action 'remove_orphan_files'")
-    _only(body, "remove_orphan_files", {"table", "older_than_ms"})
-    older_than = body.get("older_than_ms")
-    if older_than is not None and (isinstance(older_than, bool) or not isinstance(older_than, int) or older_than < 0):
-        raise InvalidRequest(f"Action 'remove_orphan_files': 'older_than_ms' must be epoch milliseconds, got {older_than!r}.")
-    return reg.maintainer.remove_orphan_files(name, older_than)
+    _only(body, "remove_orphan_files", {"table", "older_than"})
+    return reg.maintainer.remove_orphan_files(name, older_than_ms(body.get("older_than"), "remove_orphan_files"))
+
+
+def older_than_ms(value, action: str) -> int | None:
+    """`older_than` as epoch milliseconds: given so, or as a timestamp the way Paimon's procedures
+    take it ('2026-11-24 12:00:00', the server's local time; or ISO 8601 with an offset)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            return int(datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            pass
+    raise InvalidRequest(f"Action {action!r}: 'older_than' must be epoch milliseconds or a timestamp such as "
+                         f"'2026-11-24 12:00:00' (local time) or '2026-11-24T12:00:00Z', got {value!r}.")
 
 
 def _only(body: dict, action: str, keys: set[str]) -> None:

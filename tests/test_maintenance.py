@@ -219,9 +219,15 @@ def test_flight_cli_compact_and_expire_snapshots(server, warehouse):
     done = cli("compact", f"paimon:{t}")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["files_in"] == 6
-    done = cli("expire-snapshots", t, "--retain-max", "1", "--retain-min", "1")
+    done = cli("expire-snapshots", t, "--retain-max", "2", "--retain-min", "1", "--older-than", "2000-01-01 00:00:00")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["expired"] == 6
+    assert json.loads(done.stdout)["expired"] == 5, "past retain-max goes, whatever its age"
+    done = cli("expire-snapshots", t, "--retain-min", "1", "--older-than", "2099-01-01T00:00:00Z")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["expired"] == 1
+    bad = cli("expire-snapshots", t, "--older-than", "yesterday")
+    assert bad.returncode != 0 and "'older_than' must be epoch milliseconds or a timestamp" in bad.stderr
+    assert "Traceback" not in bad.stderr
     bad = cli("compact", "push:orders")
     assert bad.returncode == 2 and "need no maintenance" in bad.stderr and "Traceback" not in bad.stderr
     assert sorted(wh.read(t).column("id").to_pylist()) == list(range(60))
@@ -326,7 +332,7 @@ def test_remove_orphan_files_deletes_only_old_files_nothing_names(client, wareho
     for sid in range(1, 5):
         assert wh.read(t, sid).num_rows == sid * 10
     with pytest.raises(pa.ArrowInvalid, match="at least 10 minutes ago"):
-        client.action(names.REMOVE_ORPHAN_FILES, {"table": t, "older_than_ms": int(time.time() * 1000)})
+        client.action(names.REMOVE_ORPHAN_FILES, {"table": t, "older_than": int(time.time() * 1000)})
 
 
 def test_orphan_removal_keeps_what_snapshots_name_whatever_the_earliest_hint_says_and_lists_only_paimon_dirs(

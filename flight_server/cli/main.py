@@ -87,6 +87,11 @@ def _count(text: str) -> int:
     return value
 
 
+def _instant(text: str) -> int | str:
+    """Epoch milliseconds as a number, else the timestamp text (the server parses it)."""
+    return int(text) if text.strip().isdigit() else text
+
+
 def _option(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -125,7 +130,7 @@ def cmd_compact(args) -> int:
 def cmd_expire_snapshots(args) -> int:
     name = _paimon_table(args.table, "expire-snapshots")
     body = {names.TABLE: name}
-    for key in ("retain_max", "retain_min", "older_than_ms"):
+    for key in ("retain_max", "retain_min", "older_than"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
     print(json.dumps(_client(args).action(names.EXPIRE_SNAPSHOTS, body)))
@@ -135,8 +140,8 @@ def cmd_expire_snapshots(args) -> int:
 def cmd_remove_orphan_files(args) -> int:
     name = _paimon_table(args.table, "remove-orphan-files")
     body = {names.TABLE: name}
-    if args.older_than_ms is not None:
-        body["older_than_ms"] = args.older_than_ms
+    if args.older_than is not None:
+        body["older_than"] = args.older_than
     print(json.dumps(_client(args).action(names.REMOVE_ORPHAN_FILES, body)))
     return 0
 
@@ -312,14 +317,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retain-max", type=_count, help="keep at most this many snapshots (unset: the table's "
                    "snapshot.num-retained.max)")
     p.add_argument("--retain-min", type=_count, help="keep at least this many (unset: snapshot.num-retained.min)")
-    p.add_argument("--older-than-ms", type=int, help="expire snapshots committed before this epoch-ms time "
-                   "(unset: now - snapshot.time-retained)")
+    p.add_argument("--older-than", type=_instant, metavar="TIME", help="expire snapshots committed before "
+                   "TIME: '2026-11-24 12:00:00' (local time), ISO 8601, or epoch ms (unset: now - "
+                   "snapshot.time-retained)")
     client_args(p)
 
     p = maintenance("remove-orphan-files", "delete a Paimon table's files that nothing kept names (left by "
                     "commits that never happened), as Paimon's remove_orphan_files", cmd_remove_orphan_files)
-    p.add_argument("--older-than-ms", type=int, help="only files last written before this epoch-ms time (unset: a "
-                   "day ago; at least 10 minutes ago)")
+    p.add_argument("--older-than", type=_instant, metavar="TIME", help="only files last written before TIME, "
+                   "as for expire-snapshots (unset: a day ago; at least 10 minutes ago)")
     client_args(p)
 
     p = command("list", "list push tables and Paimon tables", cmd_list)
