@@ -486,6 +486,25 @@ def test_compacting_a_merge_tree_by_hand_keeps_what_each_merge_engine_reads(clie
     assert result["expired"] > 0 and by_id(wh, t) == model
 
 
+def test_compaction_skips_deletes_once_a_table_ignores_them_as_java_paimon_reads_it(client, warehouse):
+    """Deletes written before `ignore-delete` was set: Java Paimon's deduplicate merge skips them,
+    so the rows they retracted read again; compaction must keep those rows, not drop them with
+    the deletes at the top level (pypaimon's own read still applies them before compaction)."""
+    from pypaimon.schema.schema_change import SchemaChange
+
+    wh = Warehouse(warehouse)
+    t = pk_table(wh, "ignoring", {"rowkind.field": "op"})
+    wh.commit(t, changes(range(10), "a"))
+    wh.commit(t, changes(range(5), "x", op="-D"))
+    wh.catalog.alter_table(t, [SchemaChange.set_option("ignore-delete", "true")], False)
+    wh.commit(t, changes(range(20, 30), "b"))
+    assert sorted(by_id(wh, t)) == [*range(5, 10), *range(20, 30)]
+    result = client.action(names.COMPACT, {"table": t})
+    assert result["files_in"] == 3 and result["files_out"] == 1
+    assert sorted(by_id(wh, t)) == [*range(10), *range(20, 30)], "the skipped deletes took their rows along"
+    assert [f.file.file_source for f in live_files(table_of(warehouse, t))] == [1], "marked as Java's COMPACT"
+
+
 def test_a_file_compaction_moved_up_a_level_survives_expiry(client, warehouse):
     """A file that overlaps no other is moved to the output level, not rewritten (Paimon's upgrade:
     DELETE at level 0 and ADD at level 5 of the same file in one snapshot): expiring the snapshots

@@ -25,9 +25,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import structlog
+
 from flight_server.maintenance import kv_files
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import LiveFile, TableStore
+
+log = structlog.get_logger(__name__)
 
 
 def pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
@@ -129,6 +133,10 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
         if partition is not None and dict(zip(keys, map(str, values))) != partition:
             continue
         upgraded = 0
+        newer = max(f.entry.file.schema_id for f in files)
+        if newer > store.table.table_schema.id:  # the schema changed since this round loaded the table
+            log.info("compaction_deferred", table=store.name, schema_id=newer, reason="a newer schema: next round")
+            continue
         if rewriter is not None:
             messages, chosen, upgraded = _merge_bucket(store, rewriter, files, opts, full)
         else:

@@ -18,10 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pypaimon.write.writer.key_value_data_writer import KeyValueDataWriter
 
+from flight_server.maintenance.store import COMPACT_SOURCE
 from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest
 
 RETRACT_KINDS = (1, 3)  # -U, -D: Paimon's RowKind bytes that retract a key's row
+IGNORE_DELETE = ("ignore-delete", "deduplicate.ignore-delete", "first-row.ignore-delete", "partial-update.ignore-delete")
 SEQUENCE, KIND, KEY_PREFIX = "_SEQUENCE_NUMBER", "_VALUE_KIND", "_KEY_"
 
 
@@ -35,6 +37,8 @@ def unsupported(table) -> str | None:
     producer = compat.compaction_changelog_producer(table)
     if producer is not None:
         return f"its changelog-producer {producer!r} needs compaction to write changelogs"
+    if str(opts.get("sequence.snapshot-ordering", "false")).lower() == "true":
+        return "it orders rows by snapshot (sequence.snapshot-ordering), which pypaimon's merge does not"
     if table.options.bucket() == -2:
         return "its bucket is -2 (postponed): Paimon's own compaction assigns its rows to buckets"
     try:
@@ -69,9 +73,9 @@ class KvRewriter:
         self.table = table
         self.level0_unread = table.options.batch_scan_skip_level0()  # first-row: rows show once above level 0
         opts = table.options.options.to_map()
-        self._columnar = (table.options.merge_engine() == MergeEngine.DEDUPLICATE
-                          and not any(str(opts.get(k, "false")).lower() == "true"
-                                      for k in ("ignore-delete", "deduplicate.ignore-delete")))
+        # Retracting rows written before ignore-delete was set are skipped, as Java's merge functions do.
+        self.ignore_delete = any(str(opts.get(k, "false")).lower() == "true" for k in IGNORE_DELETE)
+        self._columnar = table.options.merge_engine() == MergeEngine.DEDUPLICATE
         self._merge_function = None if self._columnar else FileStoreWrite(table, "compaction")._build_pk_merge_function()
         values = PyarrowFieldParser.from_paimon_schema(table.fields)
         self._schema = pa.schema(
@@ -167,10 +171,10 @@ class _MergedRunWriter(KeyValueDataWriter):
         raise TypeError("a merged-run writer takes rows through add()")
 
     def _merge_pending_by_pk(self, data: pa.Table) -> pa.Table:
+        if self._rewriter.ignore_delete:
+            data = _adds(data)
         folded = self._rewriter.fold(self, data)
-        if self._drop_delete:
-            folded = folded.filter(pc.invert(pc.is_in(folded.column(KIND), pa.array(RETRACT_KINDS, pa.int8()))))
-        return folded
+        return _adds(folded) if self._drop_delete else folded
 
     def _write_data_to_file(self, data):
         self._retracts = pc.sum(pc.is_in(data.column(KIND), pa.array(RETRACT_KINDS, pa.int8())).cast(pa.int64())).as_py() or 0
@@ -180,4 +184,10 @@ class _MergedRunWriter(KeyValueDataWriter):
         meta = super()._create_data_file_meta(**kwargs)
         meta.level = self._level
         meta.delete_row_count = self._retracts
+        meta.file_source = COMPACT_SOURCE
         return meta
+
+
+def _adds(data: pa.Table) -> pa.Table:
+    """The rows of `data` that are not retractions."""
+    return data.filter(pc.invert(pc.is_in(data.column(KIND), pa.array(RETRACT_KINDS, pa.int8()))))

@@ -117,12 +117,24 @@ class Maintainer:
             # A merge tree this server cannot merge (kv_files.unsupported) is expired only.
             compacts = not store.table.primary_keys or kv_files.unsupported(store.table) is None
             expires = expiry.unsupported(opts) is None  # changelogs kept apart: Paimon's own expiry
+            failed = None  # a compaction that fails must not stop expiry: the error is raised after it
             while time.monotonic() < deadline and not self._closed:  # in turn: neither starves the other
-                compacted = compacts and self._compact(name, store, opts, None, full=False)["snapshots"]
+                compacted = False
+                if compacts and failed is None:
+                    try:
+                        compacted = bool(self._compact(name, store, opts, None, full=False)["snapshots"])
+                    except Unavailable:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - reported as the round's error below
+                        failed = e
                 if not (expires and self._expire(name, store, opts)["expired"]) and not compacted:
                     break
             else:
+                if failed is not None:
+                    raise failed
                 return {"more": True}  # out of time with work left: another round follows, commits or not
+            if failed is not None:
+                raise failed
             if self._orphans_due(name):
                 try:
                     self._orphans(name, store, None)

@@ -22,6 +22,7 @@ from flight_server.paimon import compat
 log = structlog.get_logger(__name__)
 
 _IDENTIFIERS = itertools.count(1)
+COMPACT_SOURCE = 1  # DataFileMeta.file_source of a compaction's output (Java's FileSource.COMPACT)
 
 
 @dataclass(frozen=True)
@@ -262,9 +263,13 @@ class TableStore:
         write = builder.new_write()
         try:
             write.write_arrow(data)
-            return write.prepare_commit()
+            messages = write.prepare_commit()
         finally:
             write.close()
+        for message in messages:
+            for meta in message.new_files:
+                meta.file_source = COMPACT_SOURCE  # as Java's append compaction marks its output
+        return messages
 
     def merge(self, group: list, level: int, drop_delete: bool, rewriter) -> object:
         """A primary-key bucket's sections (see kv_files.sections) merged into new files at `level`:
@@ -284,8 +289,22 @@ class TableStore:
         from pypaimon.write.commit_message import CommitMessage
 
         e = lf.entry
-        return CommitMessage(tuple(e.partition.values), e.bucket, [dataclasses.replace(e.file, level=level)],
+        meta = self._with_stats(lf) or e.file  # the planner's entries carry no value stats
+        return CommitMessage(tuple(e.partition.values), e.bucket, [dataclasses.replace(meta, level=level)],
                              total_buckets=e.total_buckets)
+
+    def _with_stats(self, lf: LiveFile):
+        """`lf`'s DataFileMeta with its value stats, from the latest snapshot's manifests (None if not found)."""
+        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+
+        latest = self.latest()
+        files = ManifestFileManager(self.table)
+        for list_name in (latest.delta_manifest_list, latest.base_manifest_list):
+            for name in self.manifests_of_list(list_name) if list_name else []:
+                for entry in files.read(name, drop_stats=False):
+                    if entry.kind == 0 and entry.file.file_name == lf.name and entry.file.level == lf.level:
+                        return entry.file
+        return None
 
     def commit_compact(self, messages, replaced: list[LiveFile]) -> int:
         """Commit the rewritten files in place of `replaced` as one COMPACT snapshot (adds no rows).
