@@ -414,6 +414,20 @@ def demo_spark_connect_and_write_stream(spark, uri: str, table: str) -> None:
     client.close()
 
 
+def _commit_each(client, name: str, batches, report_every: int, what: str) -> None:
+    """Write `batches` into a Paimon table, each its own commit, printing what maintenance keeps."""
+    with client.paimon_sink(name, producer="demo", max_unacked=1) as sink:
+        for n, b in enumerate(batches, 1):
+            sink.write(b)
+            if n % report_every == 0:
+                deadline = time.monotonic() + 60
+                while sink.acked < n and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                state = client.stats(name)["maintenance"].get(name, {})
+                print(f"{n} {what}, {n * b.num_rows} rows written: {state.get('snapshots')} snapshots kept, "
+                      f"{state.get('data_files')} data files, {state.get('compactions')} compactions so far", flush=True)
+
+
 def demo_maintenance(uri: str) -> None:
     import json
     import uuid
@@ -427,15 +441,7 @@ def demo_maintenance(uri: str) -> None:
     name = f"db.kept_{uuid.uuid4().hex[:6]}"
     client = Client(uri, timeout=60)
     client.create_table(name, SCHEMA, options={"bucket": "2", "bucket-key": "id"})
-    with client.paimon_sink(name, producer="demo", max_unacked=1) as sink:  # each batch its own commit
-        for seq in range(600):
-            sink.write(batch("demo", seq, 100))
-            if seq % 150 == 149:
-                while sink.acked < seq + 1:
-                    time.sleep(0.01)
-                state = client.stats(name)["maintenance"].get(name, {})
-                print(f"{seq + 1} commits, {(seq + 1) * 100} rows: {state.get('snapshots')} snapshots kept, "
-                      f"{state.get('data_files')} data files, {state.get('compactions')} compactions so far", flush=True)
+    _commit_each(client, name, (batch("demo", seq, 100) for seq in range(600)), 150, "commits")
     print(run(sys.executable, "-m", "flight_server.cli", "compact", name, "--uri", uri).strip())
     print(run(sys.executable, "-m", "flight_server.cli", "expire-snapshots", name, "--uri", uri,
               "--retain-max", "10").strip())
@@ -444,16 +450,10 @@ def demo_maintenance(uri: str) -> None:
     keyed = pa.schema([pa.field("id", pa.int64(), nullable=False), ("seq", pa.int64()), ("producer", pa.string())])
     name = f"db.upserts_{uuid.uuid4().hex[:6]}"
     client.create_table(name, keyed, primary_keys=["id"], options={"bucket": "2"})
-    with client.paimon_sink(name, producer="demo", max_unacked=1) as sink:
-        for seq in range(300):
-            ids = pa.array(range(seq % 10 * 100, seq % 10 * 100 + 100), pa.int64())  # 1,000 keys, each rewritten
-            sink.write(pa.record_batch([ids, pa.array([seq] * 100, pa.int64()), pa.array(["demo"] * 100)], schema=keyed))
-            if seq % 100 == 99:
-                while sink.acked < seq + 1:
-                    time.sleep(0.01)
-                state = client.stats(name)["maintenance"].get(name, {})
-                print(f"{seq + 1} upsert commits, {(seq + 1) * 100} rows written: {state.get('data_files')} data "
-                      f"files, {state.get('compactions')} compactions so far", flush=True)
+    upserts = (pa.record_batch([pa.array(range(seq % 10 * 100, seq % 10 * 100 + 100), pa.int64()),  # 1,000 keys
+                                pa.array([seq] * 100, pa.int64()), pa.array(["demo"] * 100)], schema=keyed)
+               for seq in range(300))
+    _commit_each(client, name, upserts, 100, "upsert commits")
     info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": name})))
     keys = sum(client.flight.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
     print(f"a full read of {name}: {keys} rows, one per key (1000 keys)")

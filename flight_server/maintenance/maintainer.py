@@ -118,7 +118,8 @@ class Maintainer:
             compacts = not store.table.primary_keys or kv_files.unsupported(store.table) is None
             expires = expiry.unsupported(opts) is None  # changelogs kept apart: Paimon's own expiry
             failed = None  # a compaction that fails must not stop expiry: the error is raised after it
-            while time.monotonic() < deadline and not self._closed:  # in turn: neither starves the other
+            more = True  # until a turn finds nothing: out of time with work left, another round follows
+            while more and time.monotonic() < deadline and not self._closed:  # in turn: neither starves the other
                 compacted = False
                 if compacts and failed is None:
                     try:
@@ -127,14 +128,12 @@ class Maintainer:
                         raise
                     except Exception as e:  # noqa: BLE001 - reported as the round's error below
                         failed = e
-                if not (expires and self._expire(name, store, opts)["expired"]) and not compacted:
-                    break
-            else:
-                if failed is not None:
-                    raise failed
-                return {"more": True}  # out of time with work left: another round follows, commits or not
+                expired = expires and bool(self._expire(name, store, opts)["expired"])
+                more = compacted or expired
             if failed is not None:
                 raise failed
+            if more:
+                return {"more": True}
             if self._orphans_due(name):
                 try:
                     self._orphans(name, store, None)

@@ -210,19 +210,18 @@ class TableStore:
     def has_entries(self, directory: str) -> bool:
         """Whether the table's top-level `directory` (branch, changelog, ...) holds anything."""
         path = f"{self.path}/{directory}"
-        return self.file_io.exists(path) and any(True for _ in self.file_io.list_status(path))
+        return self.file_io.exists(path) and any(True for _ in self._children(path))
 
     def list_files(self, top_dirs):
         """(path, name, size, mtime in epoch ms) of every file in the table's top-level directories
         `top_dirs(name)` accepts, and in the directories under them."""
         import pyarrow.fs as pafs
 
-        pending = [f"{self.path}/{name}" for name, is_dir in self._children(self.path) if is_dir and top_dirs(name)]
+        pending = [f"{self.path}/{name}" for name, status in self._children(self.path)
+                   if status.type == pafs.FileType.Directory and top_dirs(name)]
         while pending:
             directory = pending.pop()
-            for status in self.file_io.list_status(directory):
-                path = str(getattr(status, "original_path", None) or status.path)
-                name = path.rstrip("/").rsplit("/", 1)[-1]
+            for name, status in self._children(directory):
                 if status.type == pafs.FileType.Directory:
                     pending.append(f"{directory}/{name}")
                     continue
@@ -231,11 +230,10 @@ class TableStore:
                 yield f"{directory}/{name}", name, status.size or 0, mtime_ms
 
     def _children(self, directory: str):
-        import pyarrow.fs as pafs
-
+        """(name, status) of each entry of `directory`."""
         for status in self.file_io.list_status(directory):
             path = str(getattr(status, "original_path", None) or status.path)
-            yield path.rstrip("/").rsplit("/", 1)[-1], status.type == pafs.FileType.Directory
+            yield path.rstrip("/").rsplit("/", 1)[-1], status
 
     def delete(self, path: str) -> bool:
         """Delete one file; True if this call removed it (False: it was gone already)."""
