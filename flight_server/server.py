@@ -20,7 +20,7 @@ import structlog
 from flight_server import actions
 from flight_server.auth import READ, WRITE, Access, AuthConfig
 from flight_server.errors import install_clean_details, status_name, to_flight
-from flight_server.ingest.streams import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, Ingest
+from flight_server.ingest.streams import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_WRITERS, Ingest
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.metrics import Metrics
@@ -116,7 +116,7 @@ class FlightPaimonServer(flight.FlightServerBase):
     def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
                  ticket_key: bytes | None = None, warehouse: str | None = None, metrics: bool = False,
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
-                 maintenance_interval_ms: int = 1000,
+                 write_threads: int = DEFAULT_WRITERS, maintenance_interval_ms: int = 1000,
                  auth: AuthConfig | None = None, streams: StreamSlots | None = None,
                  budget: TableBudget | None = None, warehouse_options: dict[str, str] | None = None, **kwargs):
         """`warehouse_options`: pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
@@ -132,7 +132,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.push = PushRegistry(budget)
         self.pushed = PushSource(self.push)
         self.paimon = PaimonSource(warehouse, warehouse_options)
-        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed)
+        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads)
         self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer)
         self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
         if self.metrics is not None:

@@ -13,7 +13,7 @@ from flight_server.wire.schemas import encode_schema
 from flight_server.wire import messages, names
 from flight_server.wire.errors import error_message  # noqa: F401  (re-exported for callers)
 from producers.credentials import Credentials
-from producers.paimon_sink import PaimonSink
+from producers.paimon_sink import DEFAULT_MAX_UNACKED, DEFAULT_MAX_UNACKED_BYTES, PaimonSink
 from producers.sink import TableSink
 
 
@@ -230,12 +230,14 @@ class Client:
         return self.action(names.PRODUCER_STATE, {"table": table, "producer": producer})["last_seq"]
 
     def paimon_sink(self, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
-                    call_timeout: float | None = None, max_unacked: int = 64) -> PaimonSink:
+                    call_timeout: float | None = None, max_unacked: int = DEFAULT_MAX_UNACKED,
+                    max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES) -> PaimonSink:
         """A durable writer into Paimon table `table`: `write` batches, `close` returns once every
         batch is committed. A named `producer` is exactly-once: it resumes after the table's
         `last_seq` and, if the server goes away, reconnects and resends only what the table lacks.
-        At most `max_unacked` batches are in flight (kept for resending): `write` waits past it."""
-        return PaimonSink(self, table, producer, reconnect_timeout, call_timeout, max_unacked)
+        At most `max_unacked` batches and `max_unacked_bytes` are in flight (kept for resending):
+        `write` waits past either. The defaults keep ~200 MB/s of any batch size going."""
+        return PaimonSink(self, table, producer, reconnect_timeout, call_timeout, max_unacked, max_unacked_bytes)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -33,6 +33,10 @@ _CLOSE = object()
 # CANCELLED, which this sink never causes itself (a server shutting down cancels the calls it
 # still holds). Resending is exactly-once (`producer_state`), and bounded by reconnect_timeout.
 _RETRYABLE = (flight.FlightUnavailableError, flight.FlightCancelledError)
+# What a producer keeps in flight (sent, not yet acked, kept for resending): enough for what the
+# server commits in an interval and a commit at ~200 MB/s, whatever the batch size.
+DEFAULT_MAX_UNACKED = 4096  # batches
+DEFAULT_MAX_UNACKED_BYTES = 64 << 20
 
 
 class _Lost(Exception):
@@ -43,9 +47,13 @@ class PaimonSink(Slotted):
     """A producer's durable stream into one Paimon table; use as a context manager."""
 
     def __init__(self, client, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
-                 call_timeout: float | None = None, max_unacked: int = 64):
+                 call_timeout: float | None = None, max_unacked: int = DEFAULT_MAX_UNACKED,
+                 max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES):
+        if max_unacked < 1 or max_unacked_bytes < 1:
+            raise ValueError(f"max_unacked ({max_unacked}) and max_unacked_bytes ({max_unacked_bytes}) must be positive.")
         self.table, self.producer = table, producer
-        self.max_unacked = max_unacked  # batches kept for resending; `write` waits past it
+        # Batches and bytes kept for resending; `write` waits past either (one batch always goes).
+        self.max_unacked, self.max_unacked_bytes = max_unacked, max_unacked_bytes
         self.label = f"Paimon table {table!r}" + (f" (producer {producer!r})" if producer else "")
         self.reconnect_timeout = reconnect_timeout
         # Its own connection: after a server restart gRPC would otherwise wait up to 2 minutes
@@ -64,6 +72,7 @@ class PaimonSink(Slotted):
         self.reconnects = 0
         self._lock = threading.Condition()
         self._unacked: collections.deque = collections.deque()  # (seq, batch) sent, not yet acked
+        self._unacked_bytes = 0
         self._slot: queue.Queue = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
         self._closed = False
@@ -109,6 +118,12 @@ class PaimonSink(Slotted):
         message = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         if self._last(("fail", message)):
             self._client.close()
+
+    @property
+    def unacked(self) -> tuple[int, int]:
+        """(batches, bytes) sent and not yet acked: what the sink keeps for resending."""
+        with self._lock:
+            return len(self._unacked), self._unacked_bytes
 
     # -- numbering and checks ------------------------------------------------------------
 
@@ -213,8 +228,7 @@ class PaimonSink(Slotted):
                 self._open_stream()
                 with self._lock:
                     while self._unacked and last is not None and self._unacked[0][0] <= last:
-                        self._unacked.popleft()
-                        self.acked += 1
+                        self._pop_acked()
                     if last is not None:
                         self.last_seq = max(last, self.last_seq if self.last_seq is not None else last)
                     resend = list(self._unacked)
@@ -263,9 +277,12 @@ class PaimonSink(Slotted):
                 seq, batch = item
                 with self._lock:
                     # Bounded memory for resends; a dead ack reader means the write below fails.
-                    while len(self._unacked) >= self.max_unacked and self._acker.is_alive():
+                    while self._unacked and self._acker.is_alive() and (
+                            len(self._unacked) >= self.max_unacked
+                            or self._unacked_bytes + batch.nbytes > self.max_unacked_bytes):
                         self._lock.wait(0.1)
                     self._unacked.append((seq, batch))
+                    self._unacked_bytes += batch.nbytes
                 try:
                     if self._refused is not None:
                         self._end_refused()
@@ -274,6 +291,12 @@ class PaimonSink(Slotted):
                     self._reconnect(e.__cause__ or e)  # resends the unacked batches, this one too
         except BaseException as e:  # noqa: BLE001 - handed to the caller by _raise_if_broken / close
             self._error = self._error or e
+
+    def _pop_acked(self) -> None:
+        """(Holding the lock.) The oldest unacked batch is committed."""
+        _, batch = self._unacked.popleft()
+        self._unacked_bytes -= batch.nbytes
+        self.acked += 1
 
     def _ack_loop(self, acks) -> None:
         try:
@@ -287,9 +310,10 @@ class PaimonSink(Slotted):
                     return
                 with self._lock:
                     if self._unacked and self._unacked[0][0] == ack.seq:
-                        self._unacked.popleft()
+                        self._pop_acked()
                         self._lock.notify_all()
-                    self.acked += 1
+                    else:
+                        self.acked += 1
                     if self.producer is not None:
                         self.last_seq = ack.seq
                     if ack.snapshot is not None:

@@ -202,13 +202,13 @@ def role_follower(uri: str, table: str, poll_ms: str, seconds: str) -> None:
     print(json.dumps({"endpoints": len(readers), "rows": rows[0], "seen_wall": seen}), flush=True)
 
 
-def role_sink_producer(uri: str, table: str, batches: str, seed: str = "1", max_unacked: str = "64") -> None:
-    """One PaimonSink stream of 64k-row batches; `end` is after close(): everything committed."""
+def role_sink_producer(uri: str, table: str, batches: str, seed: str = "1") -> None:
+    """One PaimonSink stream (its defaults) of 64k-row batches; `end` is after close(): everything committed."""
     from producers.client import Client
 
     data = make_batches(BIG_ROWS, 8, seed=int(seed))
     client = Client(uri)
-    sink = client.paimon_sink(table, max_unacked=int(max_unacked))
+    sink = client.paimon_sink(table)
     _wait_go()
     cpu0 = cpu_s()
     start = time.monotonic()
@@ -220,8 +220,38 @@ def role_sink_producer(uri: str, table: str, batches: str, seed: str = "1", max_
                       "last_snapshot": sink.last_snapshot}), flush=True)
 
 
-def role_raw_producer(uri: str, batches: str) -> None:
-    data = make_batches(BIG_ROWS, 8)
+def role_named_producer(uri: str, table: str, rows: str, batches: str, name: str) -> None:
+    """One named producer (PaimonSink, the defaults) of `batches` batches of `rows` rows; each batch's
+    latency from its hand-off to gRPC (blocked sends included) to its ack."""
+    from producers.client import Client
+    from producers.paimon_sink import PaimonSink
+
+    class TimedSink(PaimonSink):
+        def _write(self, seq, batch):
+            self.sent_at[seq] = time.monotonic()
+            super()._write(seq, batch)
+
+        def _pop_acked(self):
+            self.lat_ms.append((time.monotonic() - self.sent_at.pop(self._unacked[0][0])) * 1000)
+            super()._pop_acked()
+
+    data = make_batches(int(rows), 64, seed=sum(map(ord, name)))
+    client = Client(uri)
+    TimedSink.sent_at, TimedSink.lat_ms = {}, []
+    sink = TimedSink(client, table, name)
+    _wait_go()
+    cpu0 = cpu_s()
+    start = time.monotonic()
+    for i in range(int(batches)):
+        sink.write(data[i % len(data)])
+    sink.close()
+    end = time.monotonic()
+    print(json.dumps({"start": start, "end": end, "cpu_s": cpu_s() - cpu0, "acked": sink.acked,
+                      "lat_ms": [round(x, 1) for x in TimedSink.lat_ms]}), flush=True)
+
+
+def role_raw_producer(uri: str, batches: str, rows: str = str(BIG_ROWS)) -> None:
+    data = make_batches(int(rows), 8)
     client = flight.FlightClient(uri)
     client.list_actions()
     _wait_go()
@@ -244,9 +274,10 @@ def _native_table(warehouse: str, name: str):
     return catalog.get_table(name).copy({"write.native.enabled": "true"})
 
 
-def role_pypaimon_writer(warehouse: str, table: str, batches: str) -> None:
-    """pypaimon alone, in one process: native write_arrow_batch of every batch, then one commit."""
-    data = make_batches(BIG_ROWS, 8)
+def role_pypaimon_stream(warehouse: str, table: str, rows: str, batches: str, interval_ms: str) -> None:
+    """pypaimon alone, in one process, as a streaming writer: native write_arrow_batch of every batch,
+    a commit every `interval_ms` (as the server's default) and one at the end."""
+    data = make_batches(int(rows), 64)
     warm = _native_table(warehouse, table + "_warm")  # loads the native writer outside the clock
     wb = warm.new_batch_write_builder()
     w = wb.new_write()
@@ -254,18 +285,22 @@ def role_pypaimon_writer(warehouse: str, table: str, batches: str) -> None:
     wb.new_commit().commit(w.prepare_commit())
     w.close()
     t = _native_table(warehouse, table)
+    builder = t.new_stream_write_builder()
+    w, c = builder.new_write(), builder.new_commit()
     _wait_go()
     cpu0 = cpu_s()
-    start = time.monotonic()
-    wb = t.new_batch_write_builder()
-    w = wb.new_write()
+    start = last = time.monotonic()
+    ident = 0
     for i in range(int(batches)):
         w.write_arrow_batch(data[i % len(data)])
-    c = wb.new_commit()
-    c.commit(w.prepare_commit())
+        if time.monotonic() - last >= int(interval_ms) / 1000 or i == int(batches) - 1:
+            last = time.monotonic()
+            ident += 1
+            c.commit(w.prepare_commit(ident), ident)
     w.close()
     c.close()
-    print(json.dumps({"start": start, "end": time.monotonic(), "cpu_s": cpu_s() - cpu0}), flush=True)
+    print(json.dumps({"start": start, "end": time.monotonic(), "cpu_s": cpu_s() - cpu0, "commits": ident}),
+          flush=True)
 
 
 def role_pypaimon_groups(warehouse: str, table: str, groups: str, per_group: str) -> None:
@@ -527,82 +562,137 @@ def bench_latency(wh: str, runs: int, seconds: float, poll_ms: int) -> dict:
     }
 
 
-def bench_throughput(wh: str, runs: int, batches: int, settings: list[tuple[int, int]]) -> dict:
+def table_writes(uri: str, table: str) -> dict:
+    """The server's `stats` of its durable writes into `table` (writer threads' CPU and so on)."""
+    from producers.client import Client
+
+    c = Client(uri)
+    try:
+        return c.stats(table)["paimon_writes"][table]
+    finally:
+        c.close()
+
+
+def run_producers(uri: str, table: str, rows: int, producers: int, per: int, pid: int, rss: list) -> dict:
+    """`producers` named producers released together; the server's CPU and peak RSS meanwhile."""
     import psutil
 
-    batch_bytes = make_batches(BIG_ROWS, 1)[0].nbytes
-    mib = batches * batch_bytes / 2**20
-    gib = mib / 1024
-    servers = {f"flight {ms} ms / {cb >> 20} MiB": paimon_server(wh, ms, cb) for ms, cb in settings}
-    # PaimonSink keeps at most max_unacked batches in flight: enough for two commit groups, or
-    # a commit would wait for its interval instead of its bytes (the default 64 suits 64 MiB).
-    unacked = {v: str(max(64, 2 * cb // batch_bytes + 8)) for v, (_, cb) in zip(servers, settings)}
-    # The same allocator set-up as flight_cli serve (one malloc arena): flight_server/wire/allocator.py.
-    os.environ["MALLOC_ARENA_MAX"] = "1"
+    roles = [Role("named-producer", uri, table, str(rows), str(per), f"p{i}") for i in range(producers)]
+    for r in roles:
+        r.ready()
+    ps = psutil.Process(pid)
+    peak, stop = [ps.memory_info().rss], threading.Event()
+
+    def sample():
+        while not stop.wait(0.1):
+            peak.append(ps.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    cpu0 = sum(ps.cpu_times()[:2])
+    for r in roles:
+        r.go()
+    outs = [r.result(timeout=1800) for r in roles]
+    stop.set()
+    sampler.join()
+    rss.append(max(peak))
+    assert all(o["acked"] == per for o in outs), [o["acked"] for o in outs]
+    lat = [x for o in outs for x in o["lat_ms"]]
+    return {"start": min(o["start"] for o in outs), "end": max(o["end"] for o in outs),
+            "server_cpu_s": sum(ps.cpu_times()[:2]) - cpu0, "producer_cpu_s": sum(o["cpu_s"] for o in outs),
+            "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat)}
+
+
+def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int]) -> dict:
+    """Per batch size (1,000 and 64k rows): pypaimon's own streaming writer (a commit every 100 ms)
+    against the server with its defaults fed by 1/4/16 named producers, and raw do_put into a
+    discarding server (the transport alone). Variants alternate within each round."""
+    import psutil
+
+    server = paimon_server(wh, 100, 64 << 20)
+    os.environ["MALLOC_ARENA_MAX"] = "1"  # as flight_cli serve sets it (flight_server/wire/allocator.py)
     try:
         discard = ServerProcess("", stderr=subprocess.DEVNULL, command=[sys.executable, __file__, "discard-server"])
     finally:
         del os.environ["MALLOC_ARENA_MAX"]
-    variants = ["pypaimon", *servers, "raw do_put (discard)"]
-    rates = {v: [] for v in variants}
-    cpu = {v: [] for v in variants}
-    prod_cpu = {v: [] for v in servers}
-    snaps = {v: [] for v in servers}
-    server_cpu = lambda pid: sum(psutil.Process(pid).cpu_times()[:2])  # noqa: E731
-    loads = []
+    out = {"runs": runs, "gib_per_run": gib, "schema": str(SCHEMA).replace("\n", "; "),
+           "server": "defaults: --commit-interval-ms 100 --commit-bytes 64MiB --write-threads "
+                     f"{os.cpu_count() and min(8, os.cpu_count())}", "sizes": {}}
     try:
-        # warm-up: every server writes a little first (native writer loaded, committer started)
-        for i, (v, s) in enumerate(servers.items()):
-            create(s.uri, f"{DB}.tp_warm{i}")
-            run_role("sink-producer", s.uri, f"{DB}.tp_warm{i}", "4", "1", unacked[v])
-            drop_files(wh, f"{DB}.tp_warm{i}")
+        create(server.uri, f"{DB}.tp_warm")  # the native writer loaded, threads started
+        run_role("named-producer", server.uri, f"{DB}.tp_warm", str(BIG_ROWS), "8", "warm")
+        drop_files(wh, f"{DB}.tp_warm")
         run_role("raw-producer", discard.uri, "4")
-        for run in range(runs):
-            order = variants[run % len(variants):] + variants[:run % len(variants)]
-            for v in order:
-                table = f"{DB}.tp{run}_{variants.index(v)}"
-                if v == "pypaimon":
-                    r = run_role("pypaimon-writer", wh, table, str(batches))
-                    cpu[v].append(r["cpu_s"] / gib)
-                elif v.startswith("raw"):
-                    before = server_cpu(discard.proc.pid)
-                    r = run_role("raw-producer", discard.uri, str(batches))
-                    cpu[v].append((server_cpu(discard.proc.pid) - before) / gib)
-                else:
-                    s = servers[v]
-                    create(s.uri, table)
-                    before = server_cpu(s.proc.pid)
-                    r = run_role("sink-producer", s.uri, table, str(batches), "1", unacked[v])
-                    cpu[v].append((server_cpu(s.proc.pid) - before) / gib)
-                    prod_cpu[v].append(r["cpu_s"] / gib)
-                    assert r["acked"] == batches, r
-                    snaps[v].append(r["last_snapshot"])
-                rates[v].append(mib / (r["end"] - r["start"]))
-                drop_files(wh, table)
-                drop_files(wh, table + "_warm")
-            loads.append(load()[0])
-            say(f"  run {run}: " + ", ".join(f"{v} {rates[v][-1]:.0f} MiB/s ({cpu[v][-1]:.2f} CPU s/GiB)"
-                                             for v in variants) + f"; load {load()}")
+        for rows in (SMALL_ROWS, BIG_ROWS):
+            batch_bytes = make_batches(rows, 1)[0].nbytes
+            total = max(16, int(gib * 2**30 / batch_bytes))
+            variants = ["pypaimon", *(f"flight x{n}" for n in producer_counts), "raw do_put (discard)"]
+            res = {v: [] for v in variants}
+            for run in range(runs):
+                order = variants[run % len(variants):] + variants[:run % len(variants)]
+                for v in order:
+                    table = f"{DB}.tp{rows}_{run}_{variants.index(v)}"
+                    if v == "pypaimon":
+                        r = run_role("pypaimon-stream", wh, table, str(rows), str(total), "100")
+                        r["cpu_s_per_gib"] = r["cpu_s"] / (total * batch_bytes / 2**30)
+                    elif v.startswith("raw"):
+                        before = sum(psutil.Process(discard.proc.pid).cpu_times()[:2])
+                        r = run_role("raw-producer", discard.uri, str(total), str(rows))
+                        r["cpu_s_per_gib"] = (sum(psutil.Process(discard.proc.pid).cpu_times()[:2]) - before) / (
+                            total * batch_bytes / 2**30)
+                    else:
+                        n = int(v.split("x")[1])
+                        per = total // n
+                        create(server.uri, table)
+                        rss: list[int] = []
+                        r = run_producers(server.uri, table, rows, n, per, server.proc.pid, rss)
+                        pushed = n * per * batch_bytes / 2**30
+                        w = table_writes(server.uri, table)
+                        r.update(cpu_s_per_gib=r["server_cpu_s"] / pushed,
+                                 write_cpu_s_per_gib=[round(x / pushed, 2) for x in w["write_cpu_s"]],
+                                 commit_cpu_s_per_gib=w["commit_cpu_s"] / pushed, commits=w["commits"],
+                                 producer_cpu_s_per_gib=r["producer_cpu_s"] / pushed, peak_rss_mib=rss[0] / 2**20)
+                        r["mib"] = n * per * batch_bytes / 2**20
+                    r.setdefault("mib", total * batch_bytes / 2**20)
+                    r["mib_s"] = r["mib"] / (r["end"] - r["start"])
+                    res[v].append(r)
+                    drop_files(wh, table)
+                    drop_files(wh, table + "_warm")
+                say(f"  {rows} rows, run {run}: " + ", ".join(
+                    f"{v} {res[v][-1]['mib_s']:.0f} MiB/s ({res[v][-1]['cpu_s_per_gib']:.2f} CPU s/GiB"
+                    + (f", ack p99 {res[v][-1]['p99_ms']:.0f} ms" if "p99_ms" in res[v][-1] else "") + ")"
+                    for v in variants) + f"; load {load()}")
+            base = res["pypaimon"]
+            size = {"rows_per_batch": rows, "batch_kib": batch_bytes / 1024, "batches_per_run": total,
+                    "pypaimon_mib_s": med(r["mib_s"] for r in base),
+                    "pypaimon_runs_mib_s": [round(r["mib_s"]) for r in base],
+                    "pypaimon_cpu_s_per_gib": med(r["cpu_s_per_gib"] for r in base),
+                    "pypaimon_commits_per_run": med(r["commits"] for r in base),
+                    "raw_do_put_mib_s": med(r["mib_s"] for r in res["raw do_put (discard)"]),
+                    "raw_do_put_server_cpu_s_per_gib": med(r["cpu_s_per_gib"] for r in res["raw do_put (discard)"]),
+                    "flight": {}}
+            for n in producer_counts:
+                rs = res[f"flight x{n}"]
+                ratios = [r["mib_s"] / b["mib_s"] for r, b in zip(rs, base)]
+                cpu_ratios = [r["cpu_s_per_gib"] / b["cpu_s_per_gib"] for r, b in zip(rs, base)]
+                size["flight"][str(n)] = {
+                    "mib_s": med(r["mib_s"] for r in rs), "mb_s": med(r["mib_s"] for r in rs) * 2**20 / 1e6,
+                    "ratio_to_pypaimon": med(ratios), "ratios": [round(x, 3) for x in ratios],
+                    "runs_mib_s": [round(r["mib_s"]) for r in rs],
+                    "server_cpu_s_per_gib": med(r["cpu_s_per_gib"] for r in rs),
+                    "cpu_ratio_to_pypaimon": med(cpu_ratios),
+                    "write_threads_cpu_s_per_gib": [med(r["write_cpu_s_per_gib"][i] for r in rs)
+                                                    for i in range(len(rs[0]["write_cpu_s_per_gib"]))],
+                    "commit_thread_cpu_s_per_gib": med(r["commit_cpu_s_per_gib"] for r in rs),
+                    "producers_cpu_s_per_gib": med(r["producer_cpu_s_per_gib"] for r in rs),
+                    "commits_per_run": med(r["commits"] for r in rs),
+                    "ack_p50_ms": med(r["p50_ms"] for r in rs), "ack_p99_ms": med(r["p99_ms"] for r in rs),
+                    "ack_p99_runs_ms": [round(r["p99_ms"]) for r in rs], "ack_max_ms": max(r["max_ms"] for r in rs),
+                    "server_peak_rss_mib": max(r["peak_rss_mib"] for r in rs)}
+            out["sizes"][str(rows)] = size
     finally:
-        for s in servers.values():
-            s.stop()
+        server.stop()
         discard.stop()
-    base = rates["pypaimon"]
-    out = {"batch_mib": batch_bytes / 2**20, "rows_per_batch": BIG_ROWS, "mib_per_run": mib, "runs": runs,
-           "schema": str(SCHEMA).replace("\n", "; "),
-           "pypaimon_mib_s": med(base), "pypaimon_cpu_s_per_gib": med(cpu["pypaimon"]),
-           "raw_do_put_mib_s": med(rates["raw do_put (discard)"]),
-           "raw_do_put_server_cpu_s_per_gib": med(cpu["raw do_put (discard)"]), "settings": {}}
-    for v in servers:
-        ratios = [f / b for f, b in zip(rates[v], base)]
-        out["settings"][v] = {
-            "mib_s": med(rates[v]), "mb_s": med(rates[v]) * 2**20 / 1e6, "ratio_to_pypaimon": med(ratios),
-            "ratios": [round(x, 3) for x in ratios], "runs_mib_s": [round(x) for x in rates[v]],
-            "ratio_to_raw_do_put": med(f / b for f, b in zip(rates[v], rates["raw do_put (discard)"])),
-            "server_cpu_s_per_gib": med(cpu[v]), "producer_cpu_s_per_gib": med(prod_cpu[v]),
-            "commits_per_run": med(snaps[v]), "producer_max_unacked": int(unacked[v])}
-    out["pypaimon_runs_mib_s"] = [round(x) for x in base]
-    out["load1_runs"] = loads
     return out
 
 
@@ -730,7 +820,7 @@ def machine() -> dict:
 def main() -> None:
     roles = {"discard-server": role_discard_server, "lat-producer": role_lat_producer, "follower": role_follower,
              "sink-producer": role_sink_producer, "raw-producer": role_raw_producer,
-             "pypaimon-writer": role_pypaimon_writer, "pypaimon-groups": role_pypaimon_groups,
+             "named-producer": role_named_producer, "pypaimon-stream": role_pypaimon_stream, "pypaimon-groups": role_pypaimon_groups,
              "pypaimon-rss": role_pypaimon_rss}
     if len(sys.argv) > 1 and sys.argv[1] in roles:
         roles[sys.argv[1]](*sys.argv[2:])
@@ -742,8 +832,7 @@ def main() -> None:
     p.add_argument("--poll-ms", type=int, default=20, help="the follow reader's poll interval")
     p.add_argument("--gib", type=float, help="GiB per throughput run (default 1; --quick 0.125)")
     p.add_argument("--rss-gib", type=float, help="GiB pushed in total per RSS run (default 4; --quick 0.5)")
-    p.add_argument("--settings", default="100:64,100:256,1000:256",
-                   help="throughput server settings, commit-interval-ms:commit-MiB, comma separated")
+    p.add_argument("--producers", default="1,4,16", help="throughput: producer counts, comma separated")
     p.add_argument("--json", help="write results here (default docs/bench-results/ingest[-quick].json)")
     p.add_argument("--only", choices=["latency", "throughput", "rss"], action="append",
                    help="run only this section (repeatable); an existing JSON keeps its other sections")
@@ -752,7 +841,7 @@ def main() -> None:
     seconds = args.latency_s or (3.0 if args.quick else 10.0)
     gib = args.gib or (0.125 if args.quick else 1.0)
     rss_gib = args.rss_gib or (0.5 if args.quick else 4.0)
-    settings = [(int(a), int(b) << 20) for a, b in (s.split(":") for s in args.settings.split(","))]
+    producer_counts = [int(n) for n in args.producers.split(",")]
     only = set(args.only or ["latency", "throughput", "rss"])
     out_path = Path(args.json) if args.json else ROOT / "docs" / "bench-results" / (
         "ingest-quick.json" if args.quick else "ingest.json")
@@ -766,9 +855,9 @@ def main() -> None:
             out["latency"] = bench_latency(wh, runs, seconds, args.poll_ms)
             out["load"]["after_latency"] = load()
         if "throughput" in only:
-            batches = max(1, int(gib * 2**30 / make_batches(BIG_ROWS, 1)[0].nbytes))
-            say(f"throughput ({runs} rounds x {len(settings) + 2} variants, {batches} batches each) ...")
-            out["throughput"] = bench_throughput(wh, runs, batches, settings)
+            say(f"throughput (1,000- and 64k-row batches, {runs} rounds x {len(producer_counts) + 2} variants, "
+                f"{gib} GiB each) ...")
+            out["throughput"] = bench_throughput(wh, runs, gib, producer_counts)
             out["load"]["after_throughput"] = load()
         if "rss" in only:
             say(f"server RSS ({runs} runs, 4 producers, {rss_gib} GiB in total) ...")

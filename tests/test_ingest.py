@@ -327,11 +327,11 @@ def test_a_second_stream_of_a_producer_fences_the_first_and_nothing_is_written_t
         old_writer, old_acks = client.flight.do_put(desc, SCHEMA)
         for seq in (1, 2):
             old_writer.write_with_metadata(rows(seq), pa.py_buffer(messages.batch_seq(seq)))
-        # The producer "restarts" while its first stream still has batches 1 and 2 queued.
-        with client.paimon_sink("db.t", producer="p") as again:
-            assert again.last_seq == 0
-            for seq in (1, 2, 3):
-                again.write(rows(seq))
+        # The producer "restarts" while the server still holds batches 1 and 2 of its first stream,
+        # uncommitted, and resends them: the new stream waits for them to land (or to be dropped,
+        # if they were still queued), so each batch is written once.
+        acks = put_raw(client, desc, [rows(seq) for seq in (1, 2, 3)], metadata=lambda i: messages.batch_seq(i + 1))
+        assert [a.seq for a in acks] == [1, 2, 3]
         with pytest.raises(flight.FlightServerError, match="A newer stream of producer 'p' .* took over"):
             old_writer.done_writing()
             while old_acks.read() is not None:
@@ -401,3 +401,88 @@ def _many_small_commits(client, warehouse, keys, options, partitions, merged_byt
         f.cancel()
         got += [i for _, batch in f.received for i in batch.column("id").to_pylist()]
     assert sorted(got) == expected(commits)
+
+
+def test_writer_threads_share_an_append_table_and_every_commit_holds_a_prefix_of_each_producer(warehouse):
+    """Three writer threads encode one append table's batches at once (the committer coalesces the
+    small batches); each commit still holds, of every producer, exactly its batches up to the seq
+    the snapshot records, and each batch once."""
+    import threading
+
+    from flight_server.ingest.producers import PROPERTY
+    from producers import Client
+    from tests.conftest import RunningServer
+
+    running = RunningServer(warehouse, write_threads=3, commit_interval_ms=20)
+    try:
+        client = Client(running.uri, timeout=30)
+        client.create_table("db.t", SCHEMA)
+        client.create_table("db.k", SCHEMA, primary_keys=["id"], options={"bucket": "2"})
+        errors = []
+
+        def produce(i):
+            try:
+                with client.paimon_sink("db.t", producer=f"p{i}") as sink:
+                    for b in range(150):
+                        sink.write(rows(i * 1000 + b, n=20))
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=produce, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        assert not errors, errors
+        writes = client.stats("db.t")["paimon_writes"]["db.t"]
+        assert writes["writers"] == 3
+        assert sum(1 for cpu in writes["write_cpu_s"] if cpu > 0) >= 2, writes["write_cpu_s"]
+        latest = client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"]
+        assert latest > 2, "one commit: the test did not see commits between writes"
+
+        from pypaimon import CatalogFactory
+
+        snapshots = CatalogFactory.create({"warehouse": warehouse}).get_table("db.t").snapshot_manager()
+        for sid in range(1, latest + 1):
+            recorded = json.loads(snapshots.get_snapshot_by_id(sid).properties[PROPERTY])
+            held = read(client, "db.t", sid).column("batch").to_pylist()
+            for i in range(4):
+                mine = sorted({b - i * 1000 for b in held if i * 1000 <= b < i * 1000 + 1000})
+                last = recorded.get(f"p{i}")
+                assert mine == list(range(0 if last is None else last + 1)), (sid, i, last, mine[-3:])
+        final = read(client, "db.t").column("id").to_pylist()
+        assert len(final) == len(set(final)) == 4 * 150 * 20
+        with client.paimon_sink("db.k") as sink:  # rows go to buckets: one writer, as Java Paimon's
+            sink.write(rows(1))
+        assert client.stats("db.k")["paimon_writes"]["db.k"]["writers"] == 1
+    finally:
+        running.stop()
+
+
+def test_a_sink_keeps_at_most_its_byte_window_unacked(warehouse):
+    import threading
+
+    from producers import Client
+    from tests.conftest import RunningServer, wait_for
+
+    running = RunningServer(warehouse, commit_interval_ms=3000)
+    try:
+        client = Client(running.uri, timeout=30)
+        client.create_table("db.t", SCHEMA)
+        size = rows(0).nbytes
+        sink = client.paimon_sink("db.t", producer="p", max_unacked_bytes=int(2.5 * size))
+        sink.write(rows(0))
+        wait_for(lambda: sink.acked == 1, "the first batch's commit, at once")  # the next waits out 3 s
+        writer = threading.Thread(target=lambda: [sink.write(rows(b)) for b in range(1, 7)])
+        writer.start()
+        wait_for(lambda: client.stats("db.t")["paimon_writes"]["db.t"]["written_batches"] == 2,
+                 "two batches held by the server until the next commit")
+        batches, nbytes = sink.unacked
+        assert batches == 2 and 2 * size <= nbytes <= sink.max_unacked_bytes and sink.acked == 1
+        writer.join(30)
+        sink.close()
+        assert sink.acked == 7 and sink.unacked == (0, 0)
+        with pytest.raises(ValueError, match="max_unacked_bytes"):
+            client.paimon_sink("db.t", max_unacked_bytes=0)
+    finally:
+        running.stop()

@@ -15,6 +15,7 @@ from flight_server import logging as fp_logging
 from flight_server.cli import CliError, targets
 from flight_server.cli.serve import cmd_serve
 from flight_server.cli.tail import cmd_tail as _tail
+from flight_server.ingest.streams import DEFAULT_WRITERS
 from flight_server.limits import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_STREAMS, DEFAULT_MAX_TABLES, parse_bytes
 from flight_server.wire import names
 from flight_server.wire.errors import connection_hint
@@ -222,8 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--commit-interval-ms", type=int, default=100,
                    help="durable writes: commit the batches of a Paimon table's producers at most this often")
     p.add_argument("--commit-bytes", type=_size, default="64MiB",
-                   help="durable writes: commit sooner once this many bytes wait, e.g. 16MiB; producers wait "
-                        "past it")
+                   help="durable writes: commit sooner once this many bytes are written, e.g. 16MiB; producers "
+                        "wait while a quarter of it (4-16 MiB) waits for a writer thread")
+    p.add_argument("--write-threads", type=int, default=DEFAULT_WRITERS,
+                   help="durable writes: threads that encode an append table's (bucket -1) batches in parallel "
+                        f"(default: the CPU count, at most 8; here {DEFAULT_WRITERS}); a table with primary keys or "
+                        "fixed buckets takes one")
     p.add_argument("--maintenance-interval-ms", type=int, default=1000,
                    help="compact and expire a Paimon table this server writes at most this often after its commits "
                         "(docs/protocol.md, \"Table maintenance\")")

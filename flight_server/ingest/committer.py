@@ -1,18 +1,30 @@
 """Group commits: the batches of every producer stream of one Paimon table, one snapshot at a time.
 
-Streams `submit` batches into one queue; a committer thread takes everything queued at most
-every `interval_s` (sooner once `commit_bytes` are queued), writes it with pypaimon's native
-(Rust) writer, and commits it as one snapshot whose properties carry the named producers' last
-seqs (`ProducerSeqs`). Only then does each batch's stream get its ack `(seq, snapshot)`. A
-failed commit fails every stream that had a batch in it, with the cause, and acks none of them.
+Streams `submit` batches into one queue. Writer threads take them off it as they come, a few
+small batches at a time coalesced into one Arrow batch (pypaimon's per-call work is paid per
+64k rows, not per producer batch), and write them with pypaimon's native (Rust) writer, which
+encodes Parquet without the GIL. Where Paimon lets several writers share a bucket (append
+tables with bucket -1) each writer thread has its own writer; a table that routes rows to
+buckets (primary keys, fixed buckets) has one, as Java Paimon writes a bucket through one writer.
 
-Memory is bounded: `submit` blocks while `commit_bytes` are queued, so the queue and the
-commit in flight hold at most about twice that.
+The commit thread seals what is written at most every `interval_s` (sooner once `commit_bytes`
+are written): the writers pause at the end of their current write, each prepares its files, and
+they go on writing while the commit thread commits the files as one snapshot whose properties
+carry the named producers' last seqs (`ProducerSeqs`). Only then does each batch's stream get
+its ack `(seq, snapshot)`. Batches are taken from the queue in order and a seal waits for every
+write in progress, so a commit holds a prefix of every stream: the seqs it records are exact.
+A failed write or commit fails every stream that had a batch in it or written since, with the
+cause, and acks none of them.
+
+Memory and latency are bounded the same way: `submit` blocks (gRPC flow control then stops the
+producer) while `queue_bytes` wait for a writer, so what a server holds for a table is that
+queue, one coalesced batch per writer, and the files being written since the last commit.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import queue
 import threading
 import time
@@ -30,6 +42,14 @@ log = structlog.get_logger(__name__)
 
 END = object()  # the last item of a stream's ack queue (or the stream's error, once it fails)
 TRIM_AFTER_BYTES = 16 << 20  # a commit this large gives its freed memory back (malloc_trim)
+COALESCE_ROWS = 65536  # a writer takes queued batches up to this many rows into one write ...
+COALESCE_BYTES = 8 << 20  # ... or this many bytes (one batch at least)
+DEFAULT_WRITERS = max(1, min(8, os.cpu_count() or 1))
+
+
+def default_queue_bytes(commit_bytes: int) -> int:
+    """What may wait for a writer: a quarter of a commit, at least 4 MiB and at most 16."""
+    return max(4 << 20, min(16 << 20, commit_bytes // 4))
 
 
 class WriteStream:
@@ -69,42 +89,73 @@ class _Chore:
 class _Pending:
     stream: WriteStream
     seq: int  # what the ack says: the producer's seq, or the batch's index on an unnamed stream
+    order: int  # when it was queued: acks go out in this order
     batch: pa.RecordBatch | None  # None once handed to the writer
     nbytes: int
     rows: int
 
 
+class _Lane:
+    """One writer thread and its pypaimon writer, which only this thread may touch (pypaimon-rust's
+    writers are bound to the thread that made them): made on first use, prepared at each seal,
+    closed after a failure."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.writer = None
+        self.dirty = False  # written to since the last seal
+        self.messages: list = []  # its commit messages of the last seal
+        self.seal = self.reset = 0  # the last seal / reset this thread did
+        self.cpu_s = 0.0  # this thread's CPU time in writes (Parquet encoding, mostly without the GIL)
+
+
 class TableCommitter:
     """The one committer of a Paimon table on this server."""
 
-    def __init__(self, name: str, table, interval_s: float, commit_bytes: int, on_commit=None):
+    def __init__(self, name: str, table, interval_s: float, commit_bytes: int, on_commit=None,
+                 writers: int = DEFAULT_WRITERS, queue_bytes: int | None = None):
         self.name = name
         self.table, self.identity = table, compat.table_identity(table)
         self._table = compat.native_write_table(table)
         self.interval_s, self.commit_bytes = interval_s, commit_bytes
+        self.queue_bytes = queue_bytes or default_queue_bytes(commit_bytes)
         self.producers = ProducerSeqs(table)
         self._on_commit = on_commit  # (table, rows, bytes, seconds) after each commit, for metrics
         self._cond = threading.Condition()
-        self._queue: list[_Pending] = []
+        self._queue: list[_Pending] = []  # waiting for a writer, in order
         self._queued_bytes = 0
-        self._inflight: list[_Pending] = []
+        self._order = 0
+        self._writing = 0  # writers in the middle of a write
+        self._written: list[_Pending] = []  # written since the last seal
+        self._written_bytes = 0
+        self._sealing = False  # the commit thread is taking what is written: writers wait
+        self._seal_no = self._reset_no = 0  # asked of every writer thread: prepare its files / drop its writer
+        self._broken: BaseException | None = None  # a write failed: the writers' state is unknown
+        self._inflight: list[_Pending] = []  # sealed, being committed
+        self._unsettled: dict[str, int] = {}  # producer -> its batches taken by a writer, not yet committed or failed
+        self._streams: set[WriteStream] = set()  # open streams
         self._active: dict[str, WriteStream] = {}  # producer -> its current stream
         self._closed: str | None = None
-        self._write = self._commit = None
-        self._user = None
+        self._builder = self._commit = None
         self._ident = 0
         self._last_start = 0.0
         self._chores: list[_Chore] = []  # run on this thread between group commits (compaction commits)
         self._chores_run, self._chore_ms_max = 0, 0.0  # how long a chore held the next group commit back
+        self._commit_cpu_s = 0.0  # the commit thread's CPU time in group commits
+        self.writers = writers if compat.shares_buckets(table) else 1
+        self._lanes = [_Lane(i) for i in range(self.writers)]
+        self._threads = [threading.Thread(target=self._write_loop, args=(lane,), name=f"write-{name}-{lane.index}",
+                                          daemon=True) for lane in self._lanes]
         self._thread = threading.Thread(target=self._run, name=f"commit-{name}", daemon=True)
-        self._thread.start()
+        for t in (*self._threads, self._thread):
+            t.start()
 
     # -- the streams' side ---------------------------------------------------------------
 
     def open(self, label: str, producer: str | None) -> WriteStream:
         """A new stream. A named producer's older stream is fenced off (its queued batches dropped)
-        and any commit in flight with the producer's batches lands before the new stream may write,
-        so the resent batches it holds are recognised as committed."""
+        and its batches already written land before the new stream may write, so the resent
+        batches it holds are recognised as committed."""
         stream = WriteStream(label, producer)
         with self._cond:
             self._check_open()
@@ -114,11 +165,11 @@ class TableCommitter:
                     self._fail(old, WrongState(
                         f"A newer stream of producer {producer!r} into Paimon table {self.name!r} took over; "
                         "this one's unacked batches were discarded."))
-                    self._drop_queued(old)
                     self._release(old)
-                self._cond.wait_for(lambda: not any(p.stream.producer == producer for p in self._inflight))
+                self._cond.wait_for(lambda: not self._unsettled.get(producer) or self._closed is not None)
                 self._check_open()
                 self._active[producer] = stream
+            self._streams.add(stream)
         return stream
 
     def submit(self, stream: WriteStream, batch: pa.RecordBatch, seq: int, cancelled) -> None:
@@ -137,12 +188,13 @@ class TableCommitter:
                     stream.skipped += 1
                     stream.acks.put((seq, self.producers.snapshot_of(stream.producer)))
                     return
-            while self._queued_bytes >= self.commit_bytes:
+            while self._queued_bytes >= self.queue_bytes:
                 self._cond.wait(0.1)
                 self._check(stream)
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
-            self._queue.append(_Pending(stream, seq, batch, batch.nbytes, batch.num_rows))
+            self._order += 1
+            self._queue.append(_Pending(stream, seq, self._order, batch, batch.nbytes, batch.num_rows))
             self._queued_bytes += batch.nbytes
             stream.outstanding += 1
             self._cond.notify_all()
@@ -160,7 +212,7 @@ class TableCommitter:
 
     def discard(self, stream: WriteStream) -> int:
         """The stream broke or failed in-band: drop its queued batches; returns how many.
-        Its batches in a commit already in flight are committed (whole), never acked."""
+        Its batches already written are committed with the next commit, never acked."""
         with self._cond:
             dropped = self._drop_queued(stream)
             self._release(stream)
@@ -168,23 +220,29 @@ class TableCommitter:
 
     def _drop_queued(self, stream: WriteStream) -> int:
         dropped = [p for p in self._queue if p.stream is stream]
-        self._queue = [p for p in self._queue if p.stream is not stream]
-        self._queued_bytes -= sum(p.nbytes for p in dropped)
-        stream.outstanding -= len(dropped)
-        self._cond.notify_all()
+        if dropped:
+            self._queue = [p for p in self._queue if p.stream is not stream]
+            self._queued_bytes -= sum(p.nbytes for p in dropped)
+            stream.outstanding -= len(dropped)
+            self._cond.notify_all()
         return len(dropped)
 
     def close(self, reason: str) -> None:
-        """Fail every open stream; the thread stops after the commit in flight (not waited for:
+        """Fail every open stream; the threads stop after the commit in flight (not waited for:
         a server that exits meanwhile is a server killed mid-commit, which loses nothing acked)."""
         with self._cond:
             self._closed = reason
-            for p in self._queue:
-                self._fail(p.stream, Unavailable(f"{p.stream.label}: {reason}; its unacked batches were not committed."))
-            for stream in self._active.values():
-                self._fail(stream, Unavailable(f"{stream.label}: {reason}."))
+            for stream in list(self._streams):
+                self._fail(stream, Unavailable(f"{stream.label}: {reason}; its unacked batches were not committed."))
             self._queue, self._queued_bytes = [], 0
             self._cond.notify_all()
+
+    def settled(self, producer: str, timeout: float) -> None:
+        """Wait (at most `timeout` s) until no batch of the producer is written but not yet
+        committed: a stream that broke leaves those to the next commit, and `producer_state` must
+        say what the table holds once they land."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._unsettled.get(producer) or self._closed is not None, timeout)
 
     def between_commits(self, fn, timeout: float):
         """Run `fn()` on the committer thread between two group commits and return its result (or
@@ -208,14 +266,19 @@ class TableCommitter:
             return self._closed is None
 
     def join(self, timeout: float) -> None:
-        """Wait (at most `timeout` s) for the thread to stop: after `close`, once the commit in flight landed."""
-        self._thread.join(timeout)
+        """Wait (at most `timeout` s) for the threads to stop: after `close`, once the writes and
+        the commit in flight landed."""
+        deadline = time.monotonic() + timeout
+        for t in (self._thread, *self._threads):
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def stats(self) -> dict:
         """What `stats` shows of the table's durable writes on this server."""
         with self._cond:
             return {"queued_batches": len(self._queue), "queued_bytes": self._queued_bytes,
-                    "in_commit_batches": len(self._inflight), "named_producers_writing": sorted(self._active),
+                    "written_batches": len(self._written), "in_commit_batches": len(self._inflight),
+                    "writers": self.writers, "write_cpu_s": [round(lane.cpu_s, 3) for lane in self._lanes],
+                    "commit_cpu_s": round(self._commit_cpu_s, 3), "named_producers_writing": sorted(self._active),
                     "commits": self._ident, "last_snapshot": self.producers.seen, "closed": self._closed,
                     "maintenance_commits": self._chores_run, "maintenance_commit_ms_max": round(self._chore_ms_max, 1)}
 
@@ -232,22 +295,126 @@ class TableCommitter:
         if not stream.closed:
             stream.acks.put(END)
         stream.closed = True
+        self._streams.discard(stream)
         if stream.producer is not None and self._active.get(stream.producer) is stream:
             del self._active[stream.producer]
 
     def _fail(self, stream: WriteStream, error: BaseException) -> None:
+        """The stream failed: its queued batches go too (a later batch must never be committed
+        without an earlier one)."""
         if stream.error is None:
             stream.error = error
             if not stream.closed:  # a producer waiting for acks (not sending) learns it from its acks
                 stream.acks.put(error)
+        self._drop_queued(stream)
         self._cond.notify_all()
 
-    # -- the committer thread ------------------------------------------------------------
+    # -- the writer threads --------------------------------------------------------------
+
+    def _write_loop(self, lane: _Lane) -> None:
+        while True:
+            job = None
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed is not None or lane.reset != self._reset_no
+                                    or lane.seal != self._seal_no
+                                    or (self._queue and not self._sealing and self._broken is None))
+                if self._closed is not None:
+                    return
+                if lane.reset != self._reset_no:
+                    job, number = self._drop_writer, self._reset_no
+                elif lane.seal != self._seal_no:
+                    job, number = self._prepare, self._seal_no
+                else:
+                    chunk = self._take()
+                    self._writing += 1
+                    self._cond.notify_all()  # room for blocked submitters
+            if job is None:
+                self._write(lane, chunk)
+            else:
+                job(lane, number)
+
+    def _write(self, lane: _Lane, chunk: list[_Pending]) -> None:
+        batches = [p.batch for p in chunk if p.rows]
+        for p in chunk:
+            p.batch = None  # the writer has it now: our reference need not pin it
+        error = None
+        cpu0 = time.thread_time()
+        try:
+            if batches:
+                if lane.writer is None:
+                    lane.writer = self._new_writer()
+                lane.writer.write_arrow_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
+        except BaseException as e:  # noqa: BLE001 - pyo3's PanicException too; the commit thread fails the streams
+            error = e
+        with self._cond:
+            lane.cpu_s += time.thread_time() - cpu0
+            self._written.extend(chunk)
+            self._written_bytes += sum(p.nbytes for p in chunk)
+            lane.dirty = lane.dirty or bool(batches)
+            if error is not None and self._broken is None:
+                self._broken = error
+            self._writing -= 1
+            self._cond.notify_all()
+
+    def _prepare(self, lane: _Lane, number: int) -> None:
+        """A seal: this thread's files since the last one, as commit messages."""
+        messages, error = [], None
+        if lane.dirty and lane.writer is not None:
+            try:
+                messages = lane.writer.prepare_commit(self._ident)
+            except BaseException as e:  # noqa: BLE001 - as in _write
+                error = e
+        with self._cond:
+            lane.messages, lane.dirty, lane.seal = messages, False, number
+            if error is not None and self._broken is None:
+                self._broken = error
+            self._cond.notify_all()
+
+    def _drop_writer(self, lane: _Lane, number: int) -> None:
+        """After a failure the writer's state is unknown: close it; the next write makes a new one."""
+        writer, lane.writer = lane.writer, None
+        _close(writer, self.name)
+        with self._cond:
+            lane.messages, lane.dirty, lane.reset = [], False, number
+            self._cond.notify_all()
+
+    def _take(self) -> list[_Pending]:
+        """The next batches off the queue for one write: up to COALESCE_ROWS rows / COALESCE_BYTES."""
+        rows = nbytes = n = 0
+        for p in self._queue:
+            if n and (rows + p.rows > COALESCE_ROWS or nbytes + p.nbytes > COALESCE_BYTES):
+                break
+            rows, nbytes, n = rows + p.rows, nbytes + p.nbytes, n + 1
+        chunk, self._queue = self._queue[:n], self._queue[n:]
+        self._queued_bytes -= nbytes
+        for p in chunk:
+            if p.stream.producer is not None:
+                self._unsettled[p.stream.producer] = self._unsettled.get(p.stream.producer, 0) + 1
+        return chunk
+
+    def _new_writer(self):
+        with self._cond:
+            if self._builder is None:
+                self._builder = self._table.new_stream_write_builder()
+            builder = self._builder
+        return builder.new_write()
+
+    def _ask_writers(self, attribute: str) -> bool:
+        """(Holding the lock.) Ask every writer thread to seal or reset, and wait until each has;
+        False when the committer closed meanwhile (its threads are gone)."""
+        number = getattr(self, f"_{attribute}_no") + 1
+        setattr(self, f"_{attribute}_no", number)
+        self._cond.notify_all()
+        self._cond.wait_for(lambda: self._closed is not None
+                            or all(getattr(lane, attribute) == number for lane in self._lanes))
+        return self._closed is None
+
+    # -- the commit thread ---------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._closed is not None or self._chores)
+                self._cond.wait_for(lambda: self._written or self._closed is not None or self._chores or self._broken)
                 chores, self._chores = self._chores, []
                 if self._closed is not None:
                     for chore in chores:
@@ -259,27 +426,50 @@ class TableCommitter:
                 self._chores_run += 1
                 self._chore_ms_max = max(self._chore_ms_max, (time.perf_counter() - start) * 1000)
             with self._cond:
-                if not self._queue:
+                if not self._written and self._broken is None:
                     continue
-                while self._queued_bytes < self.commit_bytes and self._closed is None:
+                while self._written_bytes < self.commit_bytes and self._closed is None and self._broken is None:
                     left = self._last_start + self.interval_s - time.monotonic()
                     if left <= 0:
                         break
                     self._cond.wait(left)
-                group, self._queue, self._queued_bytes = self._queue, [], 0
-                self._inflight = group
-                self._cond.notify_all()  # room for blocked submitters
+                group, messages, broken = self._seal()
             self._last_start = time.monotonic()
+            cpu0 = time.thread_time()
             try:
-                self._commit_group(group)
+                self._commit_group(group, messages, broken)
             finally:
+                self._commit_cpu_s += time.thread_time() - cpu0
                 with self._cond:
                     self._inflight = []
                     self._cond.notify_all()
             if sum(p.nbytes for p in group) >= TRIM_AFTER_BYTES:
                 allocator.release_free_memory()
 
-    def _commit_group(self, group: list[_Pending]) -> None:
+    def _seal(self) -> tuple[list[_Pending], list, BaseException | None]:
+        """(Holding the lock.) Pause the writers once their writes in progress end; each prepares
+        its files. Returns what they wrote, in queue order, the commit messages, and the error of a
+        write or prepare that failed. The writers stay paused until `_unseal`."""
+        self._sealing = True
+        self._cond.wait_for(lambda: self._writing == 0 or self._closed is not None)
+        group = sorted(self._written, key=lambda p: p.order)
+        self._written, self._written_bytes = [], 0
+        self._inflight = group
+        messages = []
+        if self._broken is None and any(p.rows for p in group):
+            self._ident += 1
+            if not self._ask_writers("seal"):
+                return group, [], Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}.")
+            messages = [m for lane in self._lanes for m in lane.messages]
+        broken, self._broken = self._broken, None
+        return group, messages, broken
+
+    def _unseal(self) -> None:
+        with self._cond:
+            self._sealing = False
+            self._cond.notify_all()
+
+    def _commit_group(self, group: list[_Pending], messages: list, broken: BaseException | None) -> None:
         updates: dict[str, int] = {}
         for p in group:
             if p.stream.producer is not None:
@@ -287,20 +477,14 @@ class TableCommitter:
         rows = sum(p.rows for p in group)
         nbytes = sum(p.nbytes for p in group)
         start = time.perf_counter()
+        if broken is not None:
+            self._failed(group, broken)
+            return
+        self._unseal()  # the writers go on with the next commit's batches while this one lands
         try:
-            snapshot = self._write_and_commit(group, updates) if rows else self.producers.seen
+            snapshot = self._publish(messages, updates) if rows else self.producers.seen
         except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause
-            log.error("commit_failed", table=self.name, batches=len(group), exc_info=True)
-            self._reset_writer()
-            error = CommitFailed(
-                f"The group commit into Paimon table {self.name!r} failed: {_cause(e)}. "
-                "None of this stream's unacked batches were acked; a named producer resumes from "
-                "producer_state, which says what the table holds.", table=self.name)
-            with self._cond:
-                for p in group:
-                    self._fail(p.stream, error)
-                    p.stream.outstanding -= 1
-            self._reload_producers()
+            self._failed(group, e)
             return
         self.producers.committed(updates, snapshot)
         if self._on_commit is not None and rows:
@@ -312,35 +496,58 @@ class TableCommitter:
             for p in group:
                 if not p.stream.closed:
                     p.stream.acks.put((p.seq, snapshot))
-                p.stream.outstanding -= 1
+                self._settle(p)
             self._cond.notify_all()
 
-    def _write_and_commit(self, group: list[_Pending], updates: dict[str, int]) -> int:
-        if self._write is None:
-            builder = self._table.new_stream_write_builder()
-            self._write, self._commit, self._user = builder.new_write(), builder.new_commit(), builder.commit_user
+    def _publish(self, messages: list, updates: dict[str, int]) -> int:
+        if self._commit is None:
+            self._commit = self._builder.new_commit()
             compat.merge_manifests_on_commit(self._commit)  # else every commit costs more than the last
-        for p in group:
-            batch, p.batch = p.batch, None  # the writer has it now: our reference need not pin it
-            if batch.num_rows:
-                self._write.write_arrow_batch(batch)
-            del batch
-        self._ident += 1
-        messages = self._write.prepare_commit(self._ident)
         self.producers.refresh()  # other writers' commits since ours: their producer maps count too
         self._commit.commit(messages, self._ident, snapshot_properties=self.producers.properties(updates))
-        return compat.find_commit(self._table, self._user, self._ident)
+        return compat.find_commit(self._table, self._builder.commit_user, self._ident)
 
-    def _reset_writer(self) -> None:
-        """After a failure the writer's state is unknown: start the next commit with a new one."""
-        write, commit, self._write, self._commit = self._write, self._commit, None, None
-        for closable in (write, commit):
-            if closable is None:
-                continue
-            try:
-                closable.close()
-            except Exception:  # noqa: BLE001 - the commit's own error is what the producers get
-                log.warning("writer_close_failed", table=self.name, exc_info=True)
+    def _failed(self, group: list[_Pending], e: BaseException) -> None:
+        """A write or commit failed: fail the group's streams and those written since (the writers
+        are dropped, and with them what they wrote), read the producer map back, and only then
+        let a producer's new stream in (`open` waits for its batches to settle)."""
+        if self._closed is not None:  # the server is stopping or the table was dropped: not a failure
+            log.info("commit_abandoned", table=self.name, batches=len(group), reason=self._closed)
+        else:
+            log.error("commit_failed", table=self.name, batches=len(group), exc_info=e)
+        error = CommitFailed(
+            f"The group commit into Paimon table {self.name!r} failed: {_cause(e)}. "
+            "None of this stream's unacked batches were acked; a named producer resumes from "
+            "producer_state, which says what the table holds.", table=self.name)
+        with self._cond:
+            self._sealing = True
+            self._cond.wait_for(lambda: self._writing == 0 or self._closed is not None)
+            failed = [*group, *self._written]
+            self._written, self._written_bytes, self._broken = [], 0, None
+            for stream in {p.stream for p in failed}:
+                self._fail(stream, error)
+            self._ask_writers("reset")
+            commit, self._builder, self._commit = self._commit, None, None
+        try:
+            _close(commit, self.name)
+            self._reload_producers()
+        finally:
+            with self._cond:
+                for p in failed:
+                    self._settle(p)
+                self._sealing = False
+                self._cond.notify_all()
+
+    def _settle(self, p: _Pending) -> None:
+        """(Holding the lock.) A batch taken by a writer was committed or failed."""
+        p.stream.outstanding -= 1
+        producer = p.stream.producer
+        if producer is not None:
+            left = self._unsettled[producer] - 1
+            if left:
+                self._unsettled[producer] = left
+            else:
+                del self._unsettled[producer]
 
     def _reload_producers(self) -> None:
         """A failed commit may still have landed: read the producer map back from the table."""
@@ -350,6 +557,16 @@ class TableCommitter:
             log.warning("producer_state_reload_failed", table=self.name, exc_info=True)
             return
         self.producers = fresh
+
+
+def _close(closable, table: str) -> None:
+    """After a failure a writer's state is unknown: close it (its own errors are not the cause)."""
+    if closable is None:
+        return
+    try:
+        closable.close()
+    except Exception:  # noqa: BLE001 - the commit's own error is what the producers get
+        log.warning("writer_close_failed", table=table, exc_info=True)
 
 
 def _cause(e: BaseException) -> str:

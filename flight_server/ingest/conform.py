@@ -26,6 +26,7 @@ class Conformer:
         self.schema, self.label = table_schema, label
         self._not_null = [i for i, f in enumerate(table_schema) if not f.nullable and stream_schema[i].nullable]
         self._cast = not stream_schema.equals(table_schema, check_metadata=False)
+        self._relabel = not stream_schema.equals(table_schema, check_metadata=True)  # writers coalesce batches of one schema
 
     def __call__(self, batch: pa.RecordBatch, index: int) -> pa.RecordBatch:
         for i in self._not_null:
@@ -35,7 +36,9 @@ class Conformer:
                     f"Batch {index} of the stream into {self.label} has {nulls} null(s) in column "
                     f"{self.schema[i].name!r}, which is NOT NULL in the table; nothing of that batch was "
                     "written and the stream's unacked batches were discarded.")
-        if not self._cast:
+        if not self._relabel:
             return batch
+        if not self._cast:
+            return pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
         columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(batch.columns, self.schema)]
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import structlog
 
-from flight_server.ingest.committer import END, TableCommitter, WriteStream
+from flight_server.ingest.committer import DEFAULT_WRITERS, END, TableCommitter, WriteStream
 from flight_server.ingest.conform import Conformer
 from flight_server.paimon import compat
 from flight_server.paimon.source import PaimonSource
@@ -28,15 +28,17 @@ Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
 
 DEFAULT_COMMIT_INTERVAL_MS = 100
 DEFAULT_COMMIT_BYTES = 64 << 20
+SETTLE_TIMEOUT_S = 30.0  # producer_state waits at most this for a broken stream's written batches to land
+__all__ = ["DEFAULT_COMMIT_BYTES", "DEFAULT_COMMIT_INTERVAL_MS", "DEFAULT_WRITERS", "Ingest"]
 
 
 class Ingest:
     """The durable writes of one server: a committer per Paimon table written to."""
 
     def __init__(self, paimon: PaimonSource, commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS,
-                 commit_bytes: int = DEFAULT_COMMIT_BYTES, on_commit=None):
+                 commit_bytes: int = DEFAULT_COMMIT_BYTES, on_commit=None, writers: int = DEFAULT_WRITERS):
         self.paimon = paimon
-        self.interval_s, self.commit_bytes = commit_interval_ms / 1000, commit_bytes
+        self.interval_s, self.commit_bytes, self.writers = commit_interval_ms / 1000, commit_bytes, writers
         self._on_commit = on_commit
         self._lock = threading.Lock()
         self._committers: dict[str, TableCommitter] = {}
@@ -68,7 +70,8 @@ class Ingest:
             if current is not None and current.identity == identity:
                 return current
             stale = current
-            self._committers[name] = TableCommitter(name, table, self.interval_s, self.commit_bytes, self._on_commit)
+            self._committers[name] = TableCommitter(name, table, self.interval_s, self.commit_bytes, self._on_commit,
+                                                  self.writers)
             fresh = self._committers[name]
         if stale is not None:
             stale.close(f"Paimon table {name!r} was dropped and created again")
@@ -76,8 +79,11 @@ class Ingest:
 
     def producer_state(self, name: str, producer: str) -> dict:
         """What the table holds of the producer: read afresh, since another server (or this one
-        before a restart) may have committed for it since."""
-        producers = self.committer(name).producers
+        before a restart) may have committed for it since, once the batches this server has
+        written for it have landed."""
+        committer = self.committer(name)
+        committer.settled(producer, timeout=SETTLE_TIMEOUT_S)
+        producers = committer.producers
         producers.refresh()
         return {"last_seq": producers.last_seq(producer)}
 

@@ -232,6 +232,16 @@ def native_write_table(table):
     return table.copy({"write.native.enabled": "true"})
 
 
+def shares_buckets(table) -> bool:
+    """Whether several writers may write the table at once, each its own files (an append table
+    with bucket -1, as Spark's tasks write it). A table that routes rows to buckets (primary keys,
+    fixed or dynamic buckets) is written one bucket per writer, and only pypaimon-rust's writer
+    knows a row's bucket: such a table gets one writer."""
+    from pypaimon.table.bucket_mode import BucketMode
+
+    return not table.primary_keys and table.bucket_mode() == BucketMode.BUCKET_UNAWARE
+
+
 def find_commit(table, commit_user: str, identifier: int) -> int:
     """The id of the snapshot a commit by `commit_user` with `identifier` made (the latest, unless
     another writer committed right after)."""
