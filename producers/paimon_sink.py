@@ -37,6 +37,13 @@ _RETRYABLE = (flight.FlightUnavailableError, flight.FlightCancelledError)
 # server commits in an interval and a commit at ~200 MB/s, whatever the batch size.
 DEFAULT_MAX_UNACKED = 4096  # batches
 DEFAULT_MAX_UNACKED_BYTES = 64 << 20
+# Within those bounds the window follows the acks: what the server committed in the last
+# WINDOW_S seconds, at least MIN_WINDOW_BYTES. A producer alone on a server sends as fast as the
+# server commits; many producers share it with ~WINDOW_S of data in flight among them, not a
+# queue (each one's acks slow down, so its window shrinks and `write` blocks).
+WINDOW_S = 0.2
+MIN_WINDOW_BYTES = 1 << 20
+ACK_RATE_SPAN_S = 1.0  # the ack rate is measured over this long
 
 
 class _Lost(Exception):
@@ -73,6 +80,8 @@ class PaimonSink(Slotted):
         self._lock = threading.Condition()
         self._unacked: collections.deque = collections.deque()  # (seq, batch) sent, not yet acked
         self._unacked_bytes = 0
+        self._recent_acks: collections.deque = collections.deque()  # (monotonic time, bytes) of acks
+        self._recent_bytes = 0
         self._slot: queue.Queue = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
         self._closed = False
@@ -279,7 +288,7 @@ class PaimonSink(Slotted):
                     # Bounded memory for resends; a dead ack reader means the write below fails.
                     while self._unacked and self._acker.is_alive() and (
                             len(self._unacked) >= self.max_unacked
-                            or self._unacked_bytes + batch.nbytes > self.max_unacked_bytes):
+                            or self._unacked_bytes + batch.nbytes > self._window_bytes()):
                         self._lock.wait(0.1)
                     self._unacked.append((seq, batch))
                     self._unacked_bytes += batch.nbytes
@@ -297,6 +306,18 @@ class PaimonSink(Slotted):
         _, batch = self._unacked.popleft()
         self._unacked_bytes -= batch.nbytes
         self.acked += 1
+        self._recent_acks.append((time.monotonic(), batch.nbytes))
+        self._recent_bytes += batch.nbytes
+
+    def _window_bytes(self) -> int:
+        """(Holding the lock.) The bytes that may be unacked now: WINDOW_S of the recent ack rate,
+        between MIN_WINDOW_BYTES and max_unacked_bytes."""
+        now = time.monotonic()
+        while self._recent_acks and self._recent_acks[0][0] < now - ACK_RATE_SPAN_S:
+            self._recent_bytes -= self._recent_acks.popleft()[1]
+        # Over the span the acks cover (a commit's acks come at once, about every commit interval).
+        rate = self._recent_bytes / max(0.1, now - self._recent_acks[0][0]) if self._recent_acks else 0.0
+        return min(self.max_unacked_bytes, max(MIN_WINDOW_BYTES, int(rate * WINDOW_S)))
 
     def _ack_loop(self, acks) -> None:
         try:

@@ -412,8 +412,11 @@ def run_role(*args: str) -> dict:
     return r.result()
 
 
-def paimon_server(warehouse: str, interval_ms: int, commit_bytes: int, metrics: bool = False) -> ServerProcess:
+def paimon_server(warehouse: str, interval_ms: int, commit_bytes: int, metrics: bool = False,
+                  maintenance: bool = True) -> ServerProcess:
     extra = ["--commit-interval-ms", str(interval_ms), "--commit-bytes", str(commit_bytes)]
+    if not maintenance:  # the ingest path alone: no compaction of what it writes
+        extra += ["--maintenance-interval-ms", str(10**9)]
     if metrics:
         extra += ["--metrics-port", "0"]
     return ServerProcess(warehouse, *extra, log_level="warning", stderr=subprocess.DEVNULL)
@@ -610,6 +613,7 @@ def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int])
     import psutil
 
     server = paimon_server(wh, 100, 64 << 20)
+    bare = paimon_server(wh, 100, 64 << 20, maintenance=False)
     os.environ["MALLOC_ARENA_MAX"] = "1"  # as flight_cli serve sets it (flight_server/wire/allocator.py)
     try:
         discard = ServerProcess("", stderr=subprocess.DEVNULL, command=[sys.executable, __file__, "discard-server"])
@@ -619,14 +623,16 @@ def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int])
            "server": "defaults: --commit-interval-ms 100 --commit-bytes 64MiB --write-threads "
                      f"{os.cpu_count() and min(8, os.cpu_count())}", "sizes": {}}
     try:
-        create(server.uri, f"{DB}.tp_warm")  # the native writer loaded, threads started
-        run_role("named-producer", server.uri, f"{DB}.tp_warm", str(BIG_ROWS), "8", "warm")
-        drop_files(wh, f"{DB}.tp_warm")
+        for s in (server, bare):  # the native writer loaded, threads started
+            create(s.uri, f"{DB}.tp_warm")
+            run_role("named-producer", s.uri, f"{DB}.tp_warm", str(BIG_ROWS), "8", "warm")
+            drop_files(wh, f"{DB}.tp_warm")
         run_role("raw-producer", discard.uri, "4")
         for rows in (SMALL_ROWS, BIG_ROWS):
             batch_bytes = make_batches(rows, 1)[0].nbytes
             total = max(16, int(gib * 2**30 / batch_bytes))
-            variants = ["pypaimon", *(f"flight x{n}" for n in producer_counts), "raw do_put (discard)"]
+            variants = ["pypaimon", *(f"flight x{n}" for n in producer_counts), "flight x1 no maintenance",
+                        "raw do_put (discard)"]
             res = {v: [] for v in variants}
             for run in range(runs):
                 order = variants[run % len(variants):] + variants[:run % len(variants)]
@@ -641,13 +647,14 @@ def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int])
                         r["cpu_s_per_gib"] = (sum(psutil.Process(discard.proc.pid).cpu_times()[:2]) - before) / (
                             total * batch_bytes / 2**30)
                     else:
-                        n = int(v.split("x")[1])
+                        n = int(v.split("x")[1].split()[0])
                         per = total // n
-                        create(server.uri, table)
+                        s = bare if v.endswith("no maintenance") else server
+                        create(s.uri, table)
                         rss: list[int] = []
-                        r = run_producers(server.uri, table, rows, n, per, server.proc.pid, rss)
+                        r = run_producers(s.uri, table, rows, n, per, s.proc.pid, rss)
                         pushed = n * per * batch_bytes / 2**30
-                        w = table_writes(server.uri, table)
+                        w = table_writes(s.uri, table)
                         r.update(cpu_s_per_gib=r["server_cpu_s"] / pushed,
                                  write_cpu_s_per_gib=[round(x / pushed, 2) for x in w["write_cpu_s"]],
                                  commit_cpu_s_per_gib=w["commit_cpu_s"] / pushed, commits=w["commits"],
@@ -671,7 +678,7 @@ def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int])
                     "raw_do_put_mib_s": med(r["mib_s"] for r in res["raw do_put (discard)"]),
                     "raw_do_put_server_cpu_s_per_gib": med(r["cpu_s_per_gib"] for r in res["raw do_put (discard)"]),
                     "flight": {}}
-            for n in producer_counts:
+            for n in [*producer_counts, "1 no maintenance"]:
                 rs = res[f"flight x{n}"]
                 ratios = [r["mib_s"] / b["mib_s"] for r, b in zip(rs, base)]
                 cpu_ratios = [r["cpu_s_per_gib"] / b["cpu_s_per_gib"] for r, b in zip(rs, base)]
@@ -692,6 +699,7 @@ def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int])
             out["sizes"][str(rows)] = size
     finally:
         server.stop()
+        bare.stop()
         discard.stop()
     return out
 

@@ -44,13 +44,14 @@ class TableState:
     last_expiry: dict | None = None
     files_deleted: int = 0
     last_error: str | None = None
+    cpu_s: float = 0.0  # the maintenance thread's CPU time in this table's rounds
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def as_json(self) -> dict:
         return {"snapshots": self.snapshots, "data_files": self.data_files, "data_bytes": self.data_bytes,
                 "compactions": self.compactions, "last_compaction": self.last_compaction,
                 "expiries": self.expiries, "last_expiry": self.last_expiry, "files_deleted": self.files_deleted,
-                "last_error": self.last_error}
+                "last_error": self.last_error, "cpu_s": round(self.cpu_s, 3)}
 
 
 class Maintainer:
@@ -214,6 +215,7 @@ class Maintainer:
                 del self._due[name]
                 self._last[name] = time.monotonic()
                 self._running = name
+            cpu0 = time.thread_time()
             try:
                 if self.maintain(name):
                     self.committed(name)
@@ -225,5 +227,6 @@ class Maintainer:
                             exc_info=True)
                 self._state(name).last_error = str(e).splitlines()[0][:500] if str(e) else type(e).__name__
             finally:
+                self._state(name).cpu_s += time.thread_time() - cpu0
                 with self._cond:
                     self._running = None
