@@ -437,7 +437,8 @@ def drop_files(warehouse: str, table: str) -> None:
 
 
 def snapshot_times(warehouse: str, table: str) -> dict[int, float]:
-    """Each snapshot's `time_millis` as wall-clock seconds."""
+    """Each snapshot's `time_millis` as wall-clock seconds (the server's own compactions, which add no
+    rows for a follower to see, left out)."""
     from pypaimon import CatalogFactory
 
     t = CatalogFactory.create({"warehouse": warehouse}).get_table(table)
@@ -446,7 +447,7 @@ def snapshot_times(warehouse: str, table: str) -> dict[int, float]:
     out = {}
     for sid in range(1, (latest.id if latest else 0) + 1):
         s = sm.get_snapshot_by_id(sid)
-        if s is not None:
+        if s is not None and s.commit_kind != "COMPACT":
             out[sid] = s.time_millis / 1000
     return out
 

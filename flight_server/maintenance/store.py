@@ -256,11 +256,15 @@ class TableStore:
             metas.append(lf.entry.file)
         split = DataSplit(metas, first.partition, first.bucket, raw_convertible=not self.table.primary_keys,
                           total_buckets=first.total_buckets)
-        data = self.table.new_read_builder().new_read().to_arrow([split])
+        # Batch by batch, in file order: a rewrite holds a batch and the writer's open row group,
+        # not the files' rows (reading them whole held ~1 GiB under fast ingest).
+        reader = self.table.new_read_builder().new_read().to_arrow_batch_reader([split], parallelism=1)
         builder = compat.native_write_table(self.table).new_batch_write_builder()
         write = builder.new_write()
         try:
-            write.write_arrow(data)
+            for batch in reader:
+                if batch.num_rows:
+                    write.write_arrow_batch(batch)
             messages = write.prepare_commit()
         finally:
             write.close()
