@@ -67,12 +67,14 @@ class _Call:
         if self.metrics is not None:
             self._counters = self.metrics.served(kind, table, direction)
 
-    def add(self, batch: pa.RecordBatch) -> None:
+    def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
+        """Count a batch; `nbytes` when the caller knows it (RecordBatch.nbytes walks every buffer)."""
+        nbytes = batch.nbytes if nbytes is None else nbytes
         self.rows += batch.num_rows
-        self.bytes += batch.nbytes
+        self.bytes += nbytes
         if self._counters is not None:
             self._counters[0].inc(batch.num_rows)
-            self._counters[1].inc(batch.nbytes)
+            self._counters[1].inc(nbytes)
 
     def done(self, error: BaseException | None = None) -> None:
         seconds = time.perf_counter() - self.start
@@ -252,8 +254,8 @@ class FlightPaimonServer(flight.FlightServerBase):
 
         def chunks():
             for batch, metadata in _chunks(reader):
-                if batch is not None:
-                    call.add(batch)
+                if batch is not None:  # a received batch owns its buffers: their total is its size, and cheap
+                    call.add(batch, batch.get_total_buffer_size())
                 yield batch, metadata
 
         self.ingest.put(target, reader.schema, chunks(), lambda ack: writer.write(pa.py_buffer(ack)),

@@ -78,7 +78,7 @@ class PaimonSink(Slotted):
         self.acked = 0  # batches acked (resent ones once)
         self.reconnects = 0
         self._lock = threading.Condition()
-        self._unacked: collections.deque = collections.deque()  # (seq, batch) sent, not yet acked
+        self._unacked: collections.deque = collections.deque()  # (seq, batch, its nbytes) sent, not yet acked
         self._unacked_bytes = 0
         self._recent_acks: collections.deque = collections.deque()  # (monotonic time, bytes) of acks
         self._recent_bytes = 0
@@ -154,6 +154,9 @@ class PaimonSink(Slotted):
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
         out = []
         for b in batches:
+            if b.schema.equals(self._stream_schema, check_metadata=True):  # the common case: checked once
+                out.append(b)
+                continue
             diff = schema_difference(self._stream_schema, loosened(b.schema))
             if diff is not None:
                 raise ValueError(f"Batch schema does not match {self.label}: {diff}.")
@@ -241,7 +244,7 @@ class PaimonSink(Slotted):
                     if last is not None:
                         self.last_seq = max(last, self.last_seq if self.last_seq is not None else last)
                     resend = list(self._unacked)
-                for seq, batch in resend:
+                for seq, batch, _ in resend:
                     self._write(seq, batch)
                 self.reconnects += 1
                 log.info("sink_reconnected", sink=self.label, last_seq=last, resent=len(resend))
@@ -284,14 +287,15 @@ class PaimonSink(Slotted):
                         except _Lost as e:
                             self._reconnect(e.__cause__ or e)  # then end the new stream
                 seq, batch = item
+                nbytes = batch.nbytes  # once: it walks every buffer
                 with self._lock:
                     # Bounded memory for resends; a dead ack reader means the write below fails.
                     while self._unacked and self._acker.is_alive() and (
                             len(self._unacked) >= self.max_unacked
-                            or self._unacked_bytes + batch.nbytes > self._window_bytes()):
+                            or self._unacked_bytes + nbytes > self._window_bytes()):
                         self._lock.wait(0.1)
-                    self._unacked.append((seq, batch))
-                    self._unacked_bytes += batch.nbytes
+                    self._unacked.append((seq, batch, nbytes))
+                    self._unacked_bytes += nbytes
                 try:
                     if self._refused is not None:
                         self._end_refused()
@@ -303,11 +307,11 @@ class PaimonSink(Slotted):
 
     def _pop_acked(self) -> None:
         """(Holding the lock.) The oldest unacked batch is committed."""
-        _, batch = self._unacked.popleft()
-        self._unacked_bytes -= batch.nbytes
+        _, _, nbytes = self._unacked.popleft()
+        self._unacked_bytes -= nbytes
         self.acked += 1
-        self._recent_acks.append((time.monotonic(), batch.nbytes))
-        self._recent_bytes += batch.nbytes
+        self._recent_acks.append((time.monotonic(), nbytes))
+        self._recent_bytes += nbytes
 
     def _window_bytes(self) -> int:
         """(Holding the lock.) The bytes that may be unacked now: WINDOW_S of the recent ack rate,

@@ -121,7 +121,10 @@ class TableCommitter:
         self.queue_bytes = queue_bytes or default_queue_bytes(commit_bytes)
         self.producers = ProducerSeqs(table)
         self._on_commit = on_commit  # (table, rows, bytes, seconds) after each commit, for metrics
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the rest: the commit thread, finishing and opening streams
+        self._work = threading.Condition(lock)  # writer threads wait here for batches, seals, resets
+        self._space = threading.Condition(lock)  # submitters wait here for room in the queue
         self._queue: list[_Pending] = []  # waiting for a writer, in order
         self._queued_bytes = 0
         self._order = 0
@@ -188,16 +191,17 @@ class TableCommitter:
                     stream.skipped += 1
                     stream.acks.put((seq, self.producers.snapshot_of(stream.producer)))
                     return
+            nbytes = batch.get_total_buffer_size()  # a received batch's size (nbytes walks the buffers: 30x slower)
             while self._queued_bytes >= self.queue_bytes:
-                self._cond.wait(0.1)
+                self._space.wait(0.1)
                 self._check(stream)
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
             self._order += 1
-            self._queue.append(_Pending(stream, seq, self._order, batch, batch.nbytes, batch.num_rows))
-            self._queued_bytes += batch.nbytes
+            self._queue.append(_Pending(stream, seq, self._order, batch, nbytes, batch.num_rows))
+            self._queued_bytes += nbytes
             stream.outstanding += 1
-            self._cond.notify_all()
+            self._work.notify()  # one writer thread
 
     def finish(self, stream: WriteStream, cancelled) -> None:
         """Wait until every batch of the stream is acked; raises the stream's error if it failed."""
@@ -224,7 +228,7 @@ class TableCommitter:
             self._queue = [p for p in self._queue if p.stream is not stream]
             self._queued_bytes -= sum(p.nbytes for p in dropped)
             stream.outstanding -= len(dropped)
-            self._cond.notify_all()
+            self._notify_everyone()
         return len(dropped)
 
     def close(self, reason: str) -> None:
@@ -235,7 +239,7 @@ class TableCommitter:
             for stream in list(self._streams):
                 self._fail(stream, Unavailable(f"{stream.label}: {reason}; its unacked batches were not committed."))
             self._queue, self._queued_bytes = [], 0
-            self._cond.notify_all()
+            self._notify_everyone()
 
     def settled(self, producer: str, timeout: float) -> None:
         """Wait (at most `timeout` s) until no batch of the producer is written but not yet
@@ -282,6 +286,11 @@ class TableCommitter:
                     "commits": self._ident, "last_snapshot": self.producers.seen, "closed": self._closed,
                     "maintenance_commits": self._chores_run, "maintenance_commit_ms_max": round(self._chore_ms_max, 1)}
 
+    def _notify_everyone(self) -> None:
+        """(Holding the lock.) Wake every waiter: for what is rare (a failure, a close, a drop)."""
+        for condition in (self._cond, self._work, self._space):
+            condition.notify_all()
+
     def _check_open(self) -> None:
         if self._closed is not None:
             raise Unavailable(f"Paimon table {self.name!r} takes no writes: {self._closed}.")
@@ -307,7 +316,7 @@ class TableCommitter:
             if not stream.closed:  # a producer waiting for acks (not sending) learns it from its acks
                 stream.acks.put(error)
         self._drop_queued(stream)
-        self._cond.notify_all()
+        self._notify_everyone()
 
     # -- the writer threads --------------------------------------------------------------
 
@@ -315,7 +324,7 @@ class TableCommitter:
         while True:
             job = None
             with self._cond:
-                self._cond.wait_for(lambda: self._closed is not None or lane.reset != self._reset_no
+                self._work.wait_for(lambda: self._closed is not None or lane.reset != self._reset_no
                                     or lane.seal != self._seal_no
                                     or (self._queue and not self._sealing and self._broken is None))
                 if self._closed is not None:
@@ -327,7 +336,7 @@ class TableCommitter:
                 else:
                     chunk = self._take()
                     self._writing += 1
-                    self._cond.notify_all()  # room for blocked submitters
+                    self._space.notify(len(chunk))  # room for blocked submitters
             if job is None:
                 self._write(lane, chunk)
             else:
@@ -404,7 +413,7 @@ class TableCommitter:
         False when the committer closed meanwhile (its threads are gone)."""
         number = getattr(self, f"_{attribute}_no") + 1
         setattr(self, f"_{attribute}_no", number)
-        self._cond.notify_all()
+        self._work.notify_all()
         self._cond.wait_for(lambda: self._closed is not None
                             or all(getattr(lane, attribute) == number for lane in self._lanes))
         return self._closed is None
@@ -442,7 +451,7 @@ class TableCommitter:
                 self._commit_cpu_s += time.thread_time() - cpu0
                 with self._cond:
                     self._inflight = []
-                    self._cond.notify_all()
+                    self._notify_everyone()
             if sum(p.nbytes for p in group) >= TRIM_AFTER_BYTES:
                 allocator.release_free_memory()
 
@@ -467,7 +476,7 @@ class TableCommitter:
     def _unseal(self) -> None:
         with self._cond:
             self._sealing = False
-            self._cond.notify_all()
+            self._work.notify_all()
 
     def _commit_group(self, group: list[_Pending], messages: list, broken: BaseException | None) -> None:
         updates: dict[str, int] = {}
@@ -536,7 +545,7 @@ class TableCommitter:
                 for p in failed:
                     self._settle(p)
                 self._sealing = False
-                self._cond.notify_all()
+                self._notify_everyone()
 
     def _settle(self, p: _Pending) -> None:
         """(Holding the lock.) A batch taken by a writer was committed or failed."""
