@@ -236,7 +236,7 @@ class Client:
         batch is committed. A named `producer` is exactly-once: it resumes after the table's
         `last_seq` and, if the server goes away, reconnects and resends only what the table lacks.
         At most `max_unacked` batches and `max_unacked_bytes` are in flight (kept for resending):
-        `write` waits past either. The defaults keep ~200 MB/s of any batch size going."""
+        `write` waits past either; within them the window follows the acks' latency (docs/protocol.md)."""
         return PaimonSink(self, table, producer, reconnect_timeout, call_timeout, max_unacked, max_unacked_bytes)
 
     # -- reading -------------------------------------------------------------------------

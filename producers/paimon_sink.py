@@ -33,17 +33,19 @@ _CLOSE = object()
 # CANCELLED, which this sink never causes itself (a server shutting down cancels the calls it
 # still holds). Resending is exactly-once (`producer_state`), and bounded by reconnect_timeout.
 _RETRYABLE = (flight.FlightUnavailableError, flight.FlightCancelledError)
-# What a producer keeps in flight (sent, not yet acked, kept for resending): enough for what the
-# server commits in an interval and a commit at ~200 MB/s, whatever the batch size.
+# What a producer keeps in flight at most (sent, not yet acked, kept for resending): what the
+# server commits in an interval and a commit at ~300 MB/s, whatever the batch size.
 DEFAULT_MAX_UNACKED = 4096  # batches
 DEFAULT_MAX_UNACKED_BYTES = 64 << 20
-# Within those bounds the window follows the acks: what the server committed in the last
-# WINDOW_S seconds, at least MIN_WINDOW_BYTES. A producer alone on a server sends as fast as the
-# server commits; many producers share it with ~WINDOW_S of data in flight among them, not a
-# queue (each one's acks slow down, so its window shrinks and `write` blocks).
-WINDOW_S = 0.2
+# Within those bounds the window follows the acks' latency (as delay-based congestion control
+# does): each batch acked sooner than TARGET_ACK_S grows the window by half its size, each one
+# acked later shrinks it by as much. A producer alone on a server grows its window until the
+# server is busy; many producers sharing one keep ~TARGET_ACK_S of data in flight among them,
+# not a queue (their `write` blocks instead).
+TARGET_ACK_S = 0.25
+WINDOW_GAIN = 0.5
 MIN_WINDOW_BYTES = 1 << 20
-ACK_RATE_SPAN_S = 1.0  # the ack rate is measured over this long
+START_WINDOW_BYTES = 4 << 20
 
 
 class _Lost(Exception):
@@ -78,10 +80,9 @@ class PaimonSink(Slotted):
         self.acked = 0  # batches acked (resent ones once)
         self.reconnects = 0
         self._lock = threading.Condition()
-        self._unacked: collections.deque = collections.deque()  # (seq, batch, its nbytes) sent, not yet acked
+        self._unacked: collections.deque = collections.deque()  # (seq, batch, its nbytes, sent at) not yet acked
         self._unacked_bytes = 0
-        self._recent_acks: collections.deque = collections.deque()  # (monotonic time, bytes) of acks
-        self._recent_bytes = 0
+        self._window = min(START_WINDOW_BYTES, max_unacked_bytes)  # bytes that may be unacked now
         self._slot: queue.Queue = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
         self._closed = False
@@ -244,7 +245,7 @@ class PaimonSink(Slotted):
                     if last is not None:
                         self.last_seq = max(last, self.last_seq if self.last_seq is not None else last)
                     resend = list(self._unacked)
-                for seq, batch, _ in resend:
+                for seq, batch, _, _ in resend:
                     self._write(seq, batch)
                 self.reconnects += 1
                 log.info("sink_reconnected", sink=self.label, last_seq=last, resent=len(resend))
@@ -292,9 +293,9 @@ class PaimonSink(Slotted):
                     # Bounded memory for resends; a dead ack reader means the write below fails.
                     while self._unacked and self._acker.is_alive() and (
                             len(self._unacked) >= self.max_unacked
-                            or self._unacked_bytes + nbytes > self._window_bytes()):
+                            or self._unacked_bytes + nbytes > self._window):
                         self._lock.wait(0.1)
-                    self._unacked.append((seq, batch, nbytes))
+                    self._unacked.append((seq, batch, nbytes, time.monotonic()))
                     self._unacked_bytes += nbytes
                 try:
                     if self._refused is not None:
@@ -306,22 +307,13 @@ class PaimonSink(Slotted):
             self._error = self._error or e
 
     def _pop_acked(self) -> None:
-        """(Holding the lock.) The oldest unacked batch is committed."""
-        _, _, nbytes = self._unacked.popleft()
+        """(Holding the lock.) The oldest unacked batch is committed: the window follows its latency."""
+        _, _, nbytes, sent_at = self._unacked.popleft()
         self._unacked_bytes -= nbytes
         self.acked += 1
-        self._recent_acks.append((time.monotonic(), nbytes))
-        self._recent_bytes += nbytes
-
-    def _window_bytes(self) -> int:
-        """(Holding the lock.) The bytes that may be unacked now: WINDOW_S of the recent ack rate,
-        between MIN_WINDOW_BYTES and max_unacked_bytes."""
-        now = time.monotonic()
-        while self._recent_acks and self._recent_acks[0][0] < now - ACK_RATE_SPAN_S:
-            self._recent_bytes -= self._recent_acks.popleft()[1]
-        # Over the span the acks cover (a commit's acks come at once, about every commit interval).
-        rate = self._recent_bytes / max(0.1, now - self._recent_acks[0][0]) if self._recent_acks else 0.0
-        return min(self.max_unacked_bytes, max(MIN_WINDOW_BYTES, int(rate * WINDOW_S)))
+        step = int(nbytes * WINDOW_GAIN)
+        grown = self._window + step if time.monotonic() - sent_at < TARGET_ACK_S else self._window - step
+        self._window = min(self.max_unacked_bytes, max(MIN_WINDOW_BYTES, grown))
 
     def _ack_loop(self, acks) -> None:
         try:
