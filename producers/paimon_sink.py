@@ -16,6 +16,7 @@ import json
 import queue
 import threading
 import time
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -46,6 +47,15 @@ TARGET_ACK_S = 0.25
 WINDOW_GAIN = 0.5
 MIN_WINDOW_BYTES = 1 << 20
 START_WINDOW_BYTES = 4 << 20
+
+
+class _Unacked(NamedTuple):
+    """A batch sent and not yet acked, kept for resending."""
+
+    seq: int
+    batch: pa.RecordBatch
+    nbytes: int  # computed once: RecordBatch.nbytes walks every buffer
+    sent_at: float  # monotonic: its ack's latency moves the window
 
 
 class _Lost(Exception):
@@ -80,7 +90,7 @@ class PaimonSink(Slotted):
         self.acked = 0  # batches acked (resent ones once)
         self.reconnects = 0
         self._lock = threading.Condition()
-        self._unacked: collections.deque = collections.deque()  # (seq, batch, its nbytes, sent at) not yet acked
+        self._unacked: collections.deque[_Unacked] = collections.deque()
         self._unacked_bytes = 0
         self._window = min(START_WINDOW_BYTES, max_unacked_bytes)  # bytes that may be unacked now
         self._slot: queue.Queue = queue.Queue(maxsize=1)
@@ -240,13 +250,13 @@ class PaimonSink(Slotted):
                 last = self._client.producer_state(self.table, self.producer)
                 self._open_stream()
                 with self._lock:
-                    while self._unacked and last is not None and self._unacked[0][0] <= last:
+                    while self._unacked and last is not None and self._unacked[0].seq <= last:
                         self._pop_acked()
                     if last is not None:
                         self.last_seq = max(last, self.last_seq if self.last_seq is not None else last)
                     resend = list(self._unacked)
-                for seq, batch, _, _ in resend:
-                    self._write(seq, batch)
+                for sent in resend:
+                    self._write(sent.seq, sent.batch)
                 self.reconnects += 1
                 log.info("sink_reconnected", sink=self.label, last_seq=last, resent=len(resend))
                 return
@@ -288,14 +298,14 @@ class PaimonSink(Slotted):
                         except _Lost as e:
                             self._reconnect(e.__cause__ or e)  # then end the new stream
                 seq, batch = item
-                nbytes = batch.nbytes  # once: it walks every buffer
+                nbytes = batch.nbytes
                 with self._lock:
                     # Bounded memory for resends; a dead ack reader means the write below fails.
                     while self._unacked and self._acker.is_alive() and (
                             len(self._unacked) >= self.max_unacked
                             or self._unacked_bytes + nbytes > self._window):
                         self._lock.wait(0.1)
-                    self._unacked.append((seq, batch, nbytes, time.monotonic()))
+                    self._unacked.append(_Unacked(seq, batch, nbytes, time.monotonic()))
                     self._unacked_bytes += nbytes
                 try:
                     if self._refused is not None:
@@ -308,11 +318,11 @@ class PaimonSink(Slotted):
 
     def _pop_acked(self) -> None:
         """(Holding the lock.) The oldest unacked batch is committed: the window follows its latency."""
-        _, _, nbytes, sent_at = self._unacked.popleft()
-        self._unacked_bytes -= nbytes
+        sent = self._unacked.popleft()
+        self._unacked_bytes -= sent.nbytes
         self.acked += 1
-        step = int(nbytes * WINDOW_GAIN)
-        grown = self._window + step if time.monotonic() - sent_at < TARGET_ACK_S else self._window - step
+        step = int(sent.nbytes * WINDOW_GAIN)
+        grown = self._window + step if time.monotonic() - sent.sent_at < TARGET_ACK_S else self._window - step
         self._window = min(self.max_unacked_bytes, max(MIN_WINDOW_BYTES, grown))
 
     def _ack_loop(self, acks) -> None:
@@ -326,7 +336,7 @@ class PaimonSink(Slotted):
                         self._lock.notify_all()
                     return
                 with self._lock:
-                    if self._unacked and self._unacked[0][0] == ack.seq:
+                    if self._unacked and self._unacked[0].seq == ack.seq:
                         self._pop_acked()
                         self._lock.notify_all()
                     else:

@@ -9,13 +9,16 @@
    snapshot, the snapshot's `time_millis` (pypaimon sets it just before it writes the snapshot
    file) -> the follower's first batch of that snapshot (wall clocks of one machine).
    Runs with and without the follower alternate; both give ack latencies.
-3. Throughput of one stream of 64k-row batches (PaimonSink) into an append table (bucket -1),
-   as a ratio to pypaimon's own native write + one commit of the same batches in one process,
-   and against raw do_put into a discarding server (no logic: the transport alone); CPU s/GiB.
-   Rounds alternate the variants; each server setting (`--settings`) has its own server.
-4. Server RSS while 4 PaimonSink producers push into one table with --commit-bytes 64 MiB,
-   sampled every 100 ms, against the bound commit-bytes x 2 + 200 MiB; baseline: pypaimon alone
-   holding the same two groups; and (if gdb may attach) the RSS left after malloc_trim(0).
+3. Throughput of 1,000- and 64k-row batches (`--gib` per run) from 1/4/16 named producers
+   (`--producers`; PaimonSink, its defaults) into an append table (bucket -1) of a server with its
+   defaults, as a ratio to pypaimon's own streaming writer (`write_arrow_batch` per batch, a
+   commit every 100 ms) in one process; also one producer into a server without maintenance (the
+   ingest path alone) and raw do_put into a discarding server (no logic: the transport alone).
+   Per variant: CPU s/GiB of the server (per writer thread and the commit thread) and of the
+   producers, ack p50/p99 (hand-off to gRPC -> ack), the server's peak RSS.
+4. Server RSS while 4 named producers push 64k-row batches into one table (--commit-bytes 64
+   MiB), sampled every 100 ms; baseline: pypaimon alone holding two 64 MiB groups; and (if gdb
+   may attach) the RSS left after malloc_trim(0).
 
 Producers, followers, servers and the pypaimon baselines are separate processes, started and
 warmed up outside the clock. Medians of `--runs` runs; the load average is recorded per run.
@@ -202,42 +205,21 @@ def role_follower(uri: str, table: str, poll_ms: str, seconds: str) -> None:
     print(json.dumps({"endpoints": len(readers), "rows": rows[0], "seen_wall": seen}), flush=True)
 
 
-def role_sink_producer(uri: str, table: str, batches: str, seed: str = "1") -> None:
-    """One PaimonSink stream (its defaults) of 64k-row batches; `end` is after close(): everything committed."""
-    from producers.client import Client
-
-    data = make_batches(BIG_ROWS, 8, seed=int(seed))
-    client = Client(uri)
-    sink = client.paimon_sink(table)
-    _wait_go()
-    cpu0 = cpu_s()
-    start = time.monotonic()
-    for i in range(int(batches)):
-        sink.write(data[i % len(data)])
-    sink.close()
-    end = time.monotonic()
-    print(json.dumps({"start": start, "end": end, "cpu_s": cpu_s() - cpu0, "acked": sink.acked,
-                      "last_snapshot": sink.last_snapshot}), flush=True)
-
-
 def role_named_producer(uri: str, table: str, rows: str, batches: str, name: str) -> None:
     """One named producer (PaimonSink, the defaults) of `batches` batches of `rows` rows; each batch's
     latency from its hand-off to gRPC (blocked sends included) to its ack."""
     from producers.client import Client
     from producers.paimon_sink import PaimonSink
 
-    class TimedSink(PaimonSink):
-        def _write(self, seq, batch):
-            self.sent_at[seq] = time.monotonic()
-            super()._write(seq, batch)
+    lat_ms: list[float] = []
 
+    class TimedSink(PaimonSink):
         def _pop_acked(self):
-            self.lat_ms.append((time.monotonic() - self.sent_at.pop(self._unacked[0][0])) * 1000)
+            lat_ms.append((time.monotonic() - self._unacked[0].sent_at) * 1000)
             super()._pop_acked()
 
     data = make_batches(int(rows), 64, seed=sum(map(ord, name)))
     client = Client(uri)
-    TimedSink.sent_at, TimedSink.lat_ms = {}, []
     sink = TimedSink(client, table, name)
     _wait_go()
     cpu0 = cpu_s()
@@ -247,7 +229,7 @@ def role_named_producer(uri: str, table: str, rows: str, batches: str, name: str
     sink.close()
     end = time.monotonic()
     print(json.dumps({"start": start, "end": end, "cpu_s": cpu_s() - cpu0, "acked": sink.acked,
-                      "lat_ms": [round(x, 1) for x in TimedSink.lat_ms]}), flush=True)
+                      "lat_ms": [round(x, 1) for x in lat_ms]}), flush=True)
 
 
 def role_raw_producer(uri: str, batches: str, rows: str = str(BIG_ROWS)) -> None:
@@ -735,7 +717,7 @@ def bench_rss(wh: str, runs: int, gib_total: float, producers: int, commit_bytes
             ps = psutil.Process(server.proc.pid)
             start_rss = ps.memory_info().rss
             create(server.uri, f"{DB}.rss_warm{run}")
-            run_role("sink-producer", server.uri, f"{DB}.rss_warm{run}", "8")
+            run_role("named-producer", server.uri, f"{DB}.rss_warm{run}", str(BIG_ROWS), "8", "warm")
             time.sleep(0.5)
             idle = ps.memory_info().rss
             table = f"{DB}.rss{run}"
@@ -747,7 +729,8 @@ def bench_rss(wh: str, runs: int, gib_total: float, producers: int, commit_bytes
                     samples.append(ps.memory_info().rss)
                     time.sleep(0.1)
 
-            roles = [Role("sink-producer", server.uri, table, str(per), str(i + 1)) for i in range(producers)]
+            roles = [Role("named-producer", server.uri, table, str(BIG_ROWS), str(per), f"p{i}")
+                     for i in range(producers)]
             for r in roles:
                 r.ready()
             sampler = threading.Thread(target=sample, daemon=True)
@@ -828,7 +811,7 @@ def machine() -> dict:
 
 def main() -> None:
     roles = {"discard-server": role_discard_server, "lat-producer": role_lat_producer, "follower": role_follower,
-             "sink-producer": role_sink_producer, "raw-producer": role_raw_producer,
+             "raw-producer": role_raw_producer,
              "named-producer": role_named_producer, "pypaimon-stream": role_pypaimon_stream, "pypaimon-groups": role_pypaimon_groups,
              "pypaimon-rss": role_pypaimon_rss}
     if len(sys.argv) > 1 and sys.argv[1] in roles:

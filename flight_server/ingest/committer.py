@@ -45,6 +45,7 @@ TRIM_AFTER_BYTES = 16 << 20  # a commit this large gives its freed memory back (
 COALESCE_ROWS = 65536  # a writer takes queued batches up to this many rows into one write ...
 COALESCE_BYTES = 8 << 20  # ... or this many bytes (one batch at least)
 DEFAULT_WRITERS = max(1, min(8, os.cpu_count() or 1))
+SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
 
 
 def default_queue_bytes(commit_bytes: int) -> int:
@@ -105,7 +106,7 @@ class _Lane:
         self.writer = None
         self.dirty = False  # written to since the last seal
         self.messages: list = []  # its commit messages of the last seal
-        self.seal = self.reset = 0  # the last seal / reset this thread did
+        self.answered = 0  # the last request (seal or reset) this thread did
         self.cpu_s = 0.0  # this thread's CPU time in writes (Parquet encoding, mostly without the GIL)
 
 
@@ -132,7 +133,7 @@ class TableCommitter:
         self._written: list[_Pending] = []  # written since the last seal
         self._written_bytes = 0
         self._sealing = False  # the commit thread is taking what is written: writers wait
-        self._seal_no = self._reset_no = 0  # asked of every writer thread: prepare its files / drop its writer
+        self._asked, self._asked_job = 0, None  # a request to every writer thread: _prepare or _drop_writer
         self._broken: BaseException | None = None  # a write failed: the writers' state is unknown
         self._inflight: list[_Pending] = []  # sealed, being committed
         self._unsettled: dict[str, int] = {}  # producer -> its batches taken by a writer, not yet committed or failed
@@ -169,7 +170,10 @@ class TableCommitter:
                         f"A newer stream of producer {producer!r} into Paimon table {self.name!r} took over; "
                         "this one's unacked batches were discarded."))
                     self._release(old)
-                self._cond.wait_for(lambda: not self._unsettled.get(producer) or self._closed is not None)
+                if not self._cond.wait_for(lambda: not self._unsettled.get(producer) or self._closed is not None,
+                                           SETTLE_TIMEOUT_S):
+                    raise Unavailable(f"Producer {producer!r}'s earlier batches into Paimon table {self.name!r} were "
+                                      f"not committed within {SETTLE_TIMEOUT_S:.0f} s; resend later.")
                 self._check_open()
                 self._active[producer] = stream
             self._streams.add(stream)
@@ -324,15 +328,12 @@ class TableCommitter:
         while True:
             job = None
             with self._cond:
-                self._work.wait_for(lambda: self._closed is not None or lane.reset != self._reset_no
-                                    or lane.seal != self._seal_no
+                self._work.wait_for(lambda: self._closed is not None or lane.answered != self._asked
                                     or (self._queue and not self._sealing and self._broken is None))
                 if self._closed is not None:
                     return
-                if lane.reset != self._reset_no:
-                    job, number = self._drop_writer, self._reset_no
-                elif lane.seal != self._seal_no:
-                    job, number = self._prepare, self._seal_no
+                if lane.answered != self._asked:
+                    job, number = self._asked_job, self._asked
                 else:
                     chunk = self._take()
                     self._writing += 1
@@ -374,7 +375,7 @@ class TableCommitter:
             except BaseException as e:  # noqa: BLE001 - as in _write
                 error = e
         with self._cond:
-            lane.messages, lane.dirty, lane.seal = messages, False, number
+            lane.messages, lane.dirty, lane.answered = messages, False, number
             if error is not None and self._broken is None:
                 self._broken = error
             self._cond.notify_all()
@@ -384,7 +385,7 @@ class TableCommitter:
         writer, lane.writer = lane.writer, None
         _close(writer, self.name)
         with self._cond:
-            lane.messages, lane.dirty, lane.reset = [], False, number
+            lane.messages, lane.dirty, lane.answered = [], False, number
             self._cond.notify_all()
 
     def _take(self) -> list[_Pending]:
@@ -408,14 +409,14 @@ class TableCommitter:
             builder = self._builder
         return builder.new_write()
 
-    def _ask_writers(self, attribute: str) -> bool:
-        """(Holding the lock.) Ask every writer thread to seal or reset, and wait until each has;
+    def _ask_writers(self, job) -> bool:
+        """(Holding the lock; the commit thread only, one request at a time.) Have every writer
+        thread run `job` (`_prepare` or `_drop_writer`) on its own writer, and wait until each has;
         False when the committer closed meanwhile (its threads are gone)."""
-        number = getattr(self, f"_{attribute}_no") + 1
-        setattr(self, f"_{attribute}_no", number)
+        self._asked += 1
+        number, self._asked_job = self._asked, job
         self._work.notify_all()
-        self._cond.wait_for(lambda: self._closed is not None
-                            or all(getattr(lane, attribute) == number for lane in self._lanes))
+        self._cond.wait_for(lambda: self._closed is not None or all(lane.answered == number for lane in self._lanes))
         return self._closed is None
 
     # -- the commit thread ---------------------------------------------------------------
@@ -467,7 +468,7 @@ class TableCommitter:
         messages = []
         if self._broken is None and any(p.rows for p in group):
             self._ident += 1
-            if not self._ask_writers("seal"):
+            if not self._ask_writers(self._prepare):
                 return group, [], Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}.")
             messages = [m for lane in self._lanes for m in lane.messages]
         broken, self._broken = self._broken, None
@@ -535,7 +536,7 @@ class TableCommitter:
             self._written, self._written_bytes, self._broken = [], 0, None
             for stream in {p.stream for p in failed}:
                 self._fail(stream, error)
-            self._ask_writers("reset")
+            self._ask_writers(self._drop_writer)
             commit, self._builder, self._commit = self._commit, None, None
         try:
             _close(commit, self.name)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import structlog
 
-from flight_server.ingest.committer import DEFAULT_WRITERS, END, TableCommitter, WriteStream
+from flight_server.ingest.committer import DEFAULT_WRITERS, END, SETTLE_TIMEOUT_S, TableCommitter, WriteStream
 from flight_server.ingest.conform import Conformer
 from flight_server.paimon import compat
 from flight_server.paimon.source import PaimonSource
@@ -28,7 +28,6 @@ Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
 
 DEFAULT_COMMIT_INTERVAL_MS = 100
 DEFAULT_COMMIT_BYTES = 64 << 20
-SETTLE_TIMEOUT_S = 30.0  # producer_state waits at most this for a broken stream's written batches to land
 __all__ = ["DEFAULT_COMMIT_BYTES", "DEFAULT_COMMIT_INTERVAL_MS", "DEFAULT_WRITERS", "Ingest"]
 
 
