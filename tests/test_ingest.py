@@ -314,7 +314,7 @@ def test_producer_state_on_another_server_follows_the_writes_of_the_first(server
 
 
 def test_a_second_stream_of_a_producer_fences_the_first_and_nothing_is_written_twice(warehouse):
-    from tests.conftest import RunningServer
+    from tests.conftest import RunningServer, wait_for
     from producers import Client
 
     running = RunningServer(warehouse, commit_interval_ms=1000)
@@ -327,6 +327,12 @@ def test_a_second_stream_of_a_producer_fences_the_first_and_nothing_is_written_t
         old_writer, old_acks = client.flight.do_put(desc, SCHEMA)
         for seq in (1, 2):
             old_writer.write_with_metadata(rows(seq), pa.py_buffer(messages.batch_seq(seq)))
+
+        def old_stream_received():  # gRPC starts a call lazily: the old stream must reach the server first
+            w = client.stats("db.t")["paimon_writes"]["db.t"]
+            return w["commits"] > 1 or w["queued_batches"] + w["written_batches"] + w["in_commit_batches"] == 2
+
+        wait_for(old_stream_received, "the old stream's two batches at the server")
         # The producer "restarts" while the server still holds batches 1 and 2 of its first stream,
         # uncommitted, and resends them: the new stream waits for them to land (or to be dropped,
         # if they were still queued), so each batch is written once.
