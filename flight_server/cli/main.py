@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "wait while a quarter of it (4-16 MiB) waits for a writer thread")
     p.add_argument("--write-threads", type=int, default=DEFAULT_WRITERS,
                    help="durable writes: threads that encode an append table's (bucket -1) batches in parallel "
-                        f"(default: the CPU count, at most 8; here {DEFAULT_WRITERS}); a table with primary keys or "
+                        f"(default: half the CPU count, 1 to 8; here {DEFAULT_WRITERS}); a table with primary keys or "
                         "fixed buckets takes one")
     p.add_argument("--maintenance-interval-ms", type=int, default=1000,
                    help="compact and expire a Paimon table this server writes at most this often after its commits "

@@ -1,14 +1,14 @@
 """Group commits: the batches of every producer stream of one Paimon table, one snapshot at a time.
 
-Streams `submit` batches into one queue. Writer threads take them off it as they come, a few
-small batches at a time coalesced into one Arrow batch (pypaimon's per-call work is paid per
-64k rows, not per producer batch), and write them with pypaimon's native (Rust) writer, which
-encodes Parquet without the GIL. Where Paimon lets several writers share a bucket (append
+Streams `submit` batches into one queue. Writer threads take them off it a chunk at a time
+(64k rows or 8 MiB, coalesced into one Arrow batch: pypaimon's per-call work and a thread's
+wake-up are paid per chunk, not per producer batch; a seal takes the rest) and write them with
+pypaimon's native (Rust) writer, which encodes Parquet without the GIL. Where Paimon lets several writers share a bucket (append
 tables with bucket -1) each writer thread has its own writer; a table that routes rows to
 buckets (primary keys, fixed buckets) has one, as Java Paimon writes a bucket through one writer.
 
 The commit thread seals what is written at most every `interval_s` (sooner once `commit_bytes`
-are written): the writers pause at the end of their current write, each prepares its files, and
+are received): the writers write what is queued, pause, each prepares its files, and
 they go on writing while the commit thread commits the files as one snapshot whose properties
 carry the named producers' last seqs (`ProducerSeqs`). Only then does each batch's stream get
 its ack `(seq, snapshot)`. Batches are taken from the queue in order and a seal waits for every
@@ -44,7 +44,7 @@ END = object()  # the last item of a stream's ack queue (or the stream's error, 
 TRIM_AFTER_BYTES = 16 << 20  # a commit this large gives its freed memory back (malloc_trim)
 COALESCE_ROWS = 65536  # a writer takes queued batches up to this many rows into one write ...
 COALESCE_BYTES = 8 << 20  # ... or this many bytes (one batch at least)
-DEFAULT_WRITERS = max(1, min(8, os.cpu_count() or 1))
+DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # the other half receives, acks and maintains
 SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
 
 
@@ -127,8 +127,10 @@ class TableCommitter:
         self._work = threading.Condition(lock)  # writer threads wait here for batches, seals, resets
         self._space = threading.Condition(lock)  # submitters wait here for room in the queue
         self._queue: list[_Pending] = []  # waiting for a writer, in order
-        self._queued_bytes = 0
+        self._queued_bytes = self._queued_rows = 0
+        self._chunk_bytes = min(COALESCE_BYTES, self.queue_bytes // 2)  # a full queue is always a chunk
         self._order = 0
+        self._flush_to: int | None = None  # a seal is coming: writers take what is queued up to this order
         self._writing = 0  # writers in the middle of a write
         self._written: list[_Pending] = []  # written since the last seal
         self._written_bytes = 0
@@ -203,9 +205,14 @@ class TableCommitter:
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
             self._order += 1
             self._queue.append(_Pending(stream, seq, self._order, batch, nbytes, batch.num_rows))
+            before = self._queued_bytes + self._written_bytes
             self._queued_bytes += nbytes
+            self._queued_rows += batch.num_rows
             stream.outstanding += 1
-            self._work.notify()  # one writer thread
+            if self._takeable():
+                self._work.notify()  # one writer thread, once a chunk is queued
+            if not before or before < self.commit_bytes <= before + nbytes:
+                self._cond.notify_all()  # the commit thread: a group starts, or is big enough to commit early
 
     def finish(self, stream: WriteStream, cancelled) -> None:
         """Wait until every batch of the stream is acked; raises the stream's error if it failed."""
@@ -231,6 +238,7 @@ class TableCommitter:
         if dropped:
             self._queue = [p for p in self._queue if p.stream is not stream]
             self._queued_bytes -= sum(p.nbytes for p in dropped)
+            self._queued_rows -= sum(p.rows for p in dropped)
             stream.outstanding -= len(dropped)
             self._notify_everyone()
         return len(dropped)
@@ -242,7 +250,7 @@ class TableCommitter:
             self._closed = reason
             for stream in list(self._streams):
                 self._fail(stream, Unavailable(f"{stream.label}: {reason}; its unacked batches were not committed."))
-            self._queue, self._queued_bytes = [], 0
+            self._queue, self._queued_bytes, self._queued_rows = [], 0, 0
             self._notify_everyone()
 
     def settled(self, producer: str, timeout: float) -> None:
@@ -329,7 +337,7 @@ class TableCommitter:
             job = None
             with self._cond:
                 self._work.wait_for(lambda: self._closed is not None or lane.answered != self._asked
-                                    or (self._queue and not self._sealing and self._broken is None))
+                                    or self._takeable())
                 if self._closed is not None:
                     return
                 if lane.answered != self._asked:
@@ -388,15 +396,27 @@ class TableCommitter:
             lane.messages, lane.dirty, lane.answered = [], False, number
             self._cond.notify_all()
 
+    def _takeable(self) -> bool:
+        """(Holding the lock.) Whether a writer should take from the queue now: a chunk's worth is
+        queued, or a seal is coming and batches before it are queued."""
+        if not self._queue or self._sealing or self._broken is not None:
+            return False
+        if self._flush_to is not None:
+            return self._queue[0].order <= self._flush_to
+        return self._queued_rows >= COALESCE_ROWS or self._queued_bytes >= self._chunk_bytes
+
     def _take(self) -> list[_Pending]:
-        """The next batches off the queue for one write: up to COALESCE_ROWS rows / COALESCE_BYTES."""
+        """The next batches off the queue for one write: up to COALESCE_ROWS rows / COALESCE_BYTES
+        (and not past a coming seal)."""
         rows = nbytes = n = 0
         for p in self._queue:
-            if n and (rows + p.rows > COALESCE_ROWS or nbytes + p.nbytes > COALESCE_BYTES):
+            if n and (rows + p.rows > COALESCE_ROWS or nbytes + p.nbytes > COALESCE_BYTES
+                      or (self._flush_to is not None and p.order > self._flush_to)):
                 break
             rows, nbytes, n = rows + p.rows, nbytes + p.nbytes, n + 1
         chunk, self._queue = self._queue[:n], self._queue[n:]
         self._queued_bytes -= nbytes
+        self._queued_rows -= rows
         for p in chunk:
             if p.stream.producer is not None:
                 self._unsettled[p.stream.producer] = self._unsettled.get(p.stream.producer, 0) + 1
@@ -424,7 +444,8 @@ class TableCommitter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._written or self._closed is not None or self._chores or self._broken)
+                self._cond.wait_for(lambda: self._written or self._queue or self._closed is not None or self._chores
+                                    or self._broken)
                 chores, self._chores = self._chores, []
                 if self._closed is not None:
                     for chore in chores:
@@ -436,9 +457,10 @@ class TableCommitter:
                 self._chores_run += 1
                 self._chore_ms_max = max(self._chore_ms_max, (time.perf_counter() - start) * 1000)
             with self._cond:
-                if not self._written and self._broken is None:
+                if not self._written and not self._queue and self._broken is None:
                     continue
-                while self._written_bytes < self.commit_bytes and self._closed is None and self._broken is None:
+                while (self._written_bytes + self._queued_bytes < self.commit_bytes and self._closed is None
+                       and self._broken is None):
                     left = self._last_start + self.interval_s - time.monotonic()
                     if left <= 0:
                         break
@@ -457,11 +479,15 @@ class TableCommitter:
                 allocator.release_free_memory()
 
     def _seal(self) -> tuple[list[_Pending], list, BaseException | None]:
-        """(Holding the lock.) Pause the writers once their writes in progress end; each prepares
-        its files. Returns what they wrote, in queue order, the commit messages, and the error of a
-        write or prepare that failed. The writers stay paused until `_unseal`."""
-        self._sealing = True
-        self._cond.wait_for(lambda: self._writing == 0 or self._closed is not None)
+        """(Holding the lock.) Have the writers write what is queued so far, pause them once those
+        writes end; each prepares its files. Returns what they wrote, in queue order, the commit
+        messages, and the error of a write or prepare that failed. The writers stay paused until
+        `_unseal`."""
+        self._flush_to = self._order
+        self._work.notify_all()
+        self._cond.wait_for(lambda: self._closed is not None or self._writing == 0 and (
+            self._broken is not None or not self._queue or self._queue[0].order > self._flush_to))
+        self._flush_to, self._sealing = None, True
         group = sorted(self._written, key=lambda p: p.order)
         self._written, self._written_bytes = [], 0
         self._inflight = group
