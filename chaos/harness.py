@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from flight_server.cli.process import ROOT, ServerProcess, child_env
+from tests.process import ROOT, ServerProcess, child_env
 
 OUTCOMES = ("ok", "truncation", "hang", "wrong_error", "crash")
 HANG_S = 10.0  # a fault's consequences must be over within this

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from flight_server.cli.process import ROOT
+from tests.process import ROOT
 
 
 def main() -> int:

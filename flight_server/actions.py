@@ -14,9 +14,10 @@ from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon.source import PaimonSource
-from flight_server.push.tables import PushRegistry
+from flight_server.push.registry import PushRegistry
 from flight_server.wire import names
 from flight_server.wire.schemas import decode_schema
+from flight_server.wire.values import is_int
 
 DESCRIPTIONS = {
     names.REGISTER: 'Register a push table. Body: {"name", "schema": base64 Arrow IPC schema, '
@@ -99,7 +100,7 @@ def fail(reg: Registries, body: dict) -> dict:
     name = _require(body, "name", "fail")
     message = body.get("message") or "failed by the fail action"
     partition = body.get("partition")
-    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
+    if partition is not None and not is_int(partition):
         raise InvalidRequest(f"Action 'fail' on push table {name!r}: partition {partition!r} is not an integer.")
     reg.push.fail(name, str(message), partition)
     return {}
@@ -160,7 +161,7 @@ def consumer_progress(reg: Registries, body: dict) -> dict:
 def consumer_commit(reg: Registries, body: dict) -> dict:
     name, cid = _consumer(body, "consumer_commit")
     nxt = _require(body, "next_snapshot", "consumer_commit")
-    if isinstance(nxt, bool) or not isinstance(nxt, int) or nxt < 1:
+    if not is_int(nxt, minimum=1):
         raise InvalidRequest(f"Action 'consumer_commit': 'next_snapshot' must be an integer >= 1, got {nxt!r}.")
     reg.paimon.consumer_commit(name, cid, nxt)
     return {}
@@ -204,7 +205,7 @@ def find_snapshot(reg: Registries, body: dict) -> dict:
                                  f"got {tag!r}.")
         return {"snapshot_id": reg.paimon.tag_snapshot(name, tag)}
     millis = body["timestamp_millis"]
-    if isinstance(millis, bool) or not isinstance(millis, int) or millis < 0:
+    if not is_int(millis, minimum=0):
         raise InvalidRequest(f"Action 'find_snapshot': 'timestamp_millis' must be an integer >= 0, got {millis!r}.")
     before, after = reg.paimon.snapshots_around(name, millis)
     return {"at_or_before": before, "at_or_after": after}
@@ -215,7 +216,7 @@ def compact(reg: Registries, body: dict) -> dict:
     _only(body, "compact", {"table", "partition"})
     partition = body.get("partition")
     if partition is not None and (not isinstance(partition, dict) or not all(
-            isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool) for k, v in partition.items())):
+            isinstance(k, str) and (isinstance(v, str) or is_int(v)) for k, v in partition.items())):
         raise InvalidRequest(f"Action 'compact': 'partition' must map partition columns to values, got {partition!r}.")
     return reg.maintainer.compact(name, None if partition is None else {k: str(v) for k, v in partition.items()})
 
@@ -226,7 +227,7 @@ def expire_snapshots(reg: Registries, body: dict) -> dict:
     ints = {}
     for key in ("retain_max", "retain_min"):
         value = body.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and not is_int(value, minimum=1):
             raise InvalidRequest(f"Action 'expire_snapshots': {key!r} must be an integer >= 1, got {value!r}.")
         ints[key] = value
     if ints["retain_max"] is not None and ints["retain_min"] is not None and ints["retain_max"] < ints["retain_min"]:
@@ -246,7 +247,7 @@ def older_than_ms(value, action: str) -> int | None:
     take it ('2026-11-24 12:00:00', the server's local time; or ISO 8601 with an offset)."""
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if is_int(value, minimum=0):
         return value
     if isinstance(value, str):
         from datetime import datetime

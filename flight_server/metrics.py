@@ -27,6 +27,8 @@ class Metrics:
     def __init__(self, push_registry, paimon_source, maintainer=None):
         self.registry = CollectorRegistry()
         self.started = time.time()
+        self._push = push_registry
+        self._http: tuple[WSGIServer, threading.Thread] | None = None
         r, ns = self.registry, NAMESPACE
         self.rpcs = Counter("rpcs", "Finished RPCs by method and status", ["method", "status"], namespace=ns, registry=r)
         self.rpc_seconds = Histogram("rpc_duration_seconds", "RPC duration by method (streams: until they end)",
@@ -68,17 +70,19 @@ class Metrics:
             self.bytes.remove("push", name, direction)
 
     def serve_http(self, host: str, port: int, auth: AuthConfig | None = None) -> tuple[WSGIServer, str]:
-        """Serve `/metrics` and `/healthz` on a daemon thread; returns the server and its base URL.
+        """Serve `/metrics` and `/healthz` on a thread until `close`; returns the server and its base URL.
 
         With `auth` (serve --auth) /metrics answers only a bearer token of a principal with `admin`
         on "*": its labels name every table, also those outside a reader's grants. /healthz stays
-        open (it tells only that the server serves), so liveness probes need no token."""
+        open (it tells only whether the server serves: 200 "ok", or 503 "stopping" while it drains,
+        as the `health` action says), so probes need no token."""
         metrics_app = make_wsgi_app(self.registry)
 
         def app(environ, start_response):
             if environ.get("PATH_INFO") == "/healthz":
-                start_response("200 OK", [("Content-Type", "text/plain")])
-                return [b"ok\n"]
+                stopping = self._push.closing is not None
+                start_response("503 Service Unavailable" if stopping else "200 OK", [("Content-Type", "text/plain")])
+                return [b"stopping\n" if stopping else b"ok\n"]
             if auth is not None:
                 try:
                     auth.metrics_scraper(environ.get("HTTP_AUTHORIZATION"))
@@ -91,8 +95,20 @@ class Metrics:
             return metrics_app(environ, start_response)
 
         httpd = make_server(host, port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
-        threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()
+        thread = threading.Thread(target=httpd.serve_forever, args=(0.1,), name="metrics-http", daemon=True)
+        thread.start()
+        self._http = (httpd, thread)
         return httpd, f"http://{host}:{httpd.server_port}"
+
+    def close(self, timeout: float) -> bool:
+        """Stop serving HTTP and close the port; False if the thread outlived `timeout` s."""
+        if self._http is None:
+            return True
+        (httpd, thread), self._http = self._http, None
+        httpd.shutdown()  # returns once serve_forever's loop saw it (a poll: 0.1 s)
+        httpd.server_close()
+        thread.join(timeout)
+        return not thread.is_alive()
 
 
 class _QueueCollector:

@@ -6,7 +6,7 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server.auth import ALLOW_ALL, Access, AuthConfig
-from flight_server.errors import to_flight
+from flight_server.status import to_flight
 from flight_server.wire.errors import Unauthenticated
 
 log = structlog.get_logger(__name__)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import threading
 import time
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ import structlog
 
 from flight_server import actions
 from flight_server.auth import READ, WRITE, Access, AuthConfig
-from flight_server.errors import install_clean_details, status_name, to_flight
+from flight_server.status import install_clean_details, status_name, to_flight
 from flight_server.ingest.streams import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_WRITERS, Ingest
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
@@ -27,14 +28,13 @@ from flight_server.metrics import Metrics
 from flight_server.middleware import AUTH, AuthMiddlewareFactory, access
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.source import PushSource
-from flight_server.push.tables import PushRegistry
+from flight_server.push.registry import PushRegistry
 from flight_server.source import Items, ReadPlan, Source
-from flight_server.tickets import (
-    PaimonTicket, PushTarget, Ticket, TicketCodec, parse_json_object, parse_push_command, parse_push_path, path_parts,
-)
-from flight_server.wire import messages, names
+from flight_server.tickets import PaimonTicket, Ticket, TicketCodec
+from flight_server.wire import descriptors, messages, names
 from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound, Unimplemented
-from flight_server.wire.requests import PaimonRequest, PushView, ReplayRange, WriteTarget, parse_path
+from flight_server.wire.requests import PaimonRequest, PushTarget, WriteTarget
+from flight_server.wire.values import parse_json_object
 
 log = structlog.get_logger(__name__)
 
@@ -179,19 +179,8 @@ class FlightPaimonServer(flight.FlightServerBase):
 
     def _request(self, descriptor) -> tuple[Source, object]:
         """The source a descriptor names, and its request."""
-        if descriptor.descriptor_type == flight.DescriptorType.PATH:
-            if descriptor.path and descriptor.path[0] in (names.PAIMON.encode(), names.PAIMON):
-                return self.paimon, parse_path(path_parts(descriptor.path))
-            return self.pushed, parse_push_path(descriptor.path)
-        cmd = parse_json_object(descriptor.command, "descriptor command")
-        if names.PUSH in cmd:
-            return self.pushed, PushView.from_json(cmd) if names.VIEW in cmd else ReplayRange.from_json(cmd)
-        if names.TABLE in cmd:
-            return self.paimon, PaimonRequest.from_json(cmd)
-        raise InvalidRequest(
-            "The descriptor command names no table; send {\"table\": \"db.t\", ...} for a "
-            "Paimon read or {\"push\": NAME, \"partition\": P, \"start\": S, \"end\": E} for a replay."
-        )
+        request = descriptors.read_request(*_parts(descriptor))
+        return (self.paimon if isinstance(request, PaimonRequest) else self.pushed), request
 
     def _info(self, call: _Call, descriptor, plan: ReadPlan, app_metadata: bytes | None = None) -> flight.FlightInfo:
         """The FlightInfo of a plan; each ticket is bound to the principal that planned it.
@@ -227,7 +216,7 @@ class FlightPaimonServer(flight.FlightServerBase):
 
     def do_put(self, context, descriptor, reader, writer):
         with _call(self, "do_put", context) as call:
-            target = _put_target(descriptor)
+            target = descriptors.write_target(*_parts(descriptor))
             _require(call, WRITE, target)
             if isinstance(target, WriteTarget):
                 self._ingest(call, context, target, reader, writer)
@@ -308,8 +297,29 @@ class FlightPaimonServer(flight.FlightServerBase):
             result = actions.run(self.registries, action.type, body, call.access)
         return [json.dumps(result).encode()]
 
+    def close(self, reason: str = "the server is shutting down", timeout: float = 10.0) -> bool:
+        """Stop: fail every open stream with `reason` (from here on /healthz answers 503 and the
+        `health` action "stopping"), let gRPC end its calls, then join every thread the server
+        started and close the metrics port, all within `timeout` s. False when something outlived
+        the bound: a call stuck in gRPC's write to a frozen client holds gRPC's shutdown forever,
+        and only the process's exit ends it."""
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        self.close_streams(reason)
+        stopper = threading.Thread(target=self.shutdown, name="flight-shutdown", daemon=True)
+        stopper.start()
+        stopper.join(left())
+        stopped = [not stopper.is_alive(), self.ingest.join(left()), self.maintainer.join(left()), self.push.join(left())]
+        if self.metrics is not None:
+            stopped.append(self.metrics.close(left()))
+        return all(stopped)
+
     def close_streams(self, reason: str = "the server is shutting down") -> None:
-        """Fail every open partition so blocked producers and readers end with an error."""
+        """Fail every open partition and stream so blocked producers and readers end with an
+        error (the first step of `close`)."""
         self.push.shutdown(reason)
         self.paimon.stopping.set()
         self.ingest.close(reason)
@@ -375,20 +385,11 @@ def _chunks(reader):
         yield chunk.data, chunk.app_metadata
 
 
-def _put_target(descriptor) -> PushTarget | WriteTarget:
-    """What a do_put writes to: a push partition, or a Paimon table (`["paimon", T]`, `{"write": T, ...}`)."""
+def _parts(descriptor) -> tuple[list | None, bytes | None]:
+    """A Flight descriptor as `descriptors` takes it: its path, or (path None) its command."""
     if descriptor.descriptor_type == flight.DescriptorType.PATH:
-        parts = path_parts(descriptor.path or [b""])
-        if parts[0] != names.PAIMON:
-            return parse_push_path(descriptor.path or [b""])
-        return WriteTarget(parse_path(parts).table)
-    cmd = parse_json_object(descriptor.command, "do_put descriptor command")
-    if names.PUSH in cmd:
-        return parse_push_command(cmd)
-    if names.WRITE not in cmd:
-        raise InvalidRequest('A do_put command names its Paimon table in "write": {"write": "db.t", "producer": "ID"}, '
-                             'or a push partition in "push": {"push": NAME, "partition": P, "producer": "ID"}.')
-    return WriteTarget.from_json(cmd)
+        return descriptor.path or [], None
+    return None, descriptor.command
 
 
 def _holds(call: _Call, grant: str, target) -> bool:

@@ -1,4 +1,4 @@
-"""Tickets and descriptor paths: what a client names, decoded into typed requests.
+"""Tickets: what a client names, decoded into typed requests.
 
 Tickets are opaque to clients: JSON signed with the server's key (HMAC-SHA256), so a garbled or
 forged ticket is refused with a clear error. Servers sharing a warehouse share the key
@@ -18,20 +18,10 @@ from dataclasses import asdict, dataclass
 
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
-from flight_server.wire.requests import PaimonRequest, check_consumer_id
+from flight_server.wire.requests import PaimonRequest
+from flight_server.wire.values import MAX_BODY_BYTES, is_int
 
 _PREFIX = b"fp1."
-MAX_BODY_BYTES = 1 << 20  # an action body, descriptor command or ticket: far above any real one
-MAX_JSON_DEPTH = 32
-
-
-@dataclass(frozen=True)
-class PushTarget:
-    """A push table, or one partition of it (`partition` None means all partitions)."""
-
-    name: str
-    partition: int | None = None
-    producer: str | None = None  # a named producer: idempotent by its per-batch seq (docs/protocol.md)
 
 
 @dataclass(frozen=True)
@@ -78,71 +68,6 @@ class PaimonTicket:
 Ticket = PushTicket | PaimonTicket
 
 
-def _depth(value, limit: int) -> int:
-    if limit < 0:
-        return 0
-    if isinstance(value, dict):
-        return 1 + max((_depth(v, limit - 1) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((_depth(v, limit - 1) for v in value), default=0)
-    return 0
-
-
-def parse_json_object(body: bytes, what: str) -> dict:
-    body = bytes(body)
-    if len(body) > MAX_BODY_BYTES:
-        raise InvalidRequest(f"The {what} is {len(body)} bytes; at most {MAX_BODY_BYTES} are taken.")
-    try:
-        value = json.loads(body.decode("utf-8")) if body else {}
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-        raise InvalidRequest(f"The {what} is not UTF-8 JSON ({reason}); send a JSON object.") from None
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"The {what} must be a JSON object, got {type(value).__name__}.")
-    if _depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
-        raise InvalidRequest(f"The {what} is nested more than {MAX_JSON_DEPTH} levels deep; send a flat JSON object.")
-    return value
-
-
-def path_parts(path: list) -> list[str]:
-    """A descriptor path's segments as text; they must be UTF-8."""
-    try:
-        return [p.decode("utf-8") if isinstance(p, bytes) else str(p) for p in path]
-    except UnicodeDecodeError:
-        raise InvalidRequest(
-            f"Descriptor path {path!r} has a segment that is not UTF-8; names on the wire are UTF-8."
-        ) from None
-
-
-def parse_push_path(path: list) -> PushTarget:
-    """`["push", NAME]` or `["push", NAME, "P"]`."""
-    parts = path_parts(path)
-    if len(parts) not in (2, 3) or parts[0] != names.PUSH or not parts[1]:
-        raise InvalidRequest(
-            f"Descriptor path {parts!r} is not understood; use ['push', NAME], "
-            "['push', NAME, 'P'] or ['paimon', 'DB.TABLE']."
-        )
-    if len(parts) == 2:
-        return PushTarget(parts[1])
-    if not (parts[2].isascii() and parts[2].isdigit()) or len(parts[2]) > 9:
-        raise InvalidRequest(
-            f"Partition {parts[2]!r} of push table {parts[1]!r} is not a decimal number; use e.g. '0'."
-        )
-    return PushTarget(parts[1], int(parts[2]))
-
-
-def parse_push_command(cmd: dict) -> PushTarget:
-    """`{"push": NAME, "partition": P, "producer": "ID"}`: a named producer's stream into a partition."""
-    name, p, producer = cmd.get(names.PUSH), cmd.get(names.PARTITION, 0), cmd.get(names.PRODUCER)
-    unknown = sorted(set(cmd) - {names.PUSH, names.PARTITION, names.PRODUCER})
-    if unknown or not isinstance(name, str) or not name:
-        raise InvalidRequest('A named producer\'s do_put command is {"push": NAME, "partition": P, "producer": "ID"}; '
-                             f"got keys {sorted(cmd)}.")
-    if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-        raise InvalidRequest(f"Partition {p!r} of push table {name!r} is not an integer >= 0.")
-    return PushTarget(name, p, check_consumer_id(producer, f"A write into push table {name!r}", names.PRODUCER))
-
-
 _MALFORMED = ("The ticket's payload is malformed ({}); take tickets from get_flight_info "
               "(or flight_cli) and pass them unchanged.")
 
@@ -152,12 +77,12 @@ def _check(value, kind: str, what: str, optional: bool = False):
     if value is None and optional:
         return None
     ok = {
-        "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "int": lambda v: is_int(v, minimum=0),
         "str": lambda v: isinstance(v, str),
         "pair": lambda v: isinstance(v, list) and len(v) == 2 and all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v) and v[0] < v[1],
+            is_int(x, minimum=0) for x in v) and v[0] < v[1],
         "pinned": lambda v: isinstance(v, list) and all(
-            isinstance(e, list) and len(e) == 2 and isinstance(e[0], int) and not isinstance(e[0], bool)
+            isinstance(e, list) and len(e) == 2 and is_int(e[0])
             and e[0] >= 1 and isinstance(e[1], list) and all(isinstance(s, str) for s in e[1]) for e in v),
     }[kind](value)
     if not ok:

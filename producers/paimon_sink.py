@@ -25,6 +25,7 @@ import structlog
 from flight_server.wire import messages, names
 from flight_server.wire.errors import error_message
 from flight_server.wire.schemas import loosened, schema_difference
+from flight_server.wire.values import is_int
 from producers.sink import Slotted, SinkError
 
 log = structlog.get_logger(__name__)
@@ -152,7 +153,7 @@ class PaimonSink(Slotted):
             return self._next_seq
         if self.producer is None:
             raise ValueError(f"{self.label}: only a named producer numbers its batches; open the sink with producer=.")
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < self._next_seq:
+        if not is_int(seq, minimum=self._next_seq):
             raise ValueError(f"{self.label}: seq {seq!r} must be an integer >= {self._next_seq} (seqs increase).")
         return seq
 

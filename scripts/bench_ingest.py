@@ -48,7 +48,8 @@ import pyarrow.flight as flight
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flight_server.cli.process import ServerProcess, child_env  # noqa: E402
+from tests.process import ServerProcess, child_env  # noqa: E402
+from flight_server.ingest.committer import DEFAULT_WRITERS  # noqa: E402
 from flight_server.wire import messages  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us")), ("user_id", pa.int64()),
@@ -603,8 +604,8 @@ def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int])
     finally:
         del os.environ["MALLOC_ARENA_MAX"]
     out = {"runs": runs, "gib_per_run": gib, "schema": str(SCHEMA).replace("\n", "; "),
-           "server": "defaults: --commit-interval-ms 100 --commit-bytes 64MiB --write-threads "
-                     f"{os.cpu_count() and min(8, os.cpu_count())}", "sizes": {}}
+           "server": f"defaults: --commit-interval-ms 100 --commit-bytes 64MiB --write-threads {DEFAULT_WRITERS}",
+           "sizes": {}}
     try:
         for s in (server, bare):  # the native writer loaded, threads started
             create(s.uri, f"{DB}.tp_warm")

@@ -43,7 +43,7 @@ sys.path.insert(0, ROOT)
 import pyarrow as pa  # noqa: E402
 import pyarrow.flight as flight  # noqa: E402
 
-from flight_server.cli.process import ServerProcess  # noqa: E402
+from tests.process import ServerProcess  # noqa: E402
 from flight_server.paimon import compat  # noqa: E402
 from producers import Client  # noqa: E402
 from producers.examples.events import SCHEMA, batch  # noqa: E402

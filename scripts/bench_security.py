@@ -30,7 +30,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flight_server.cli.process import ServerProcess, child_env  # noqa: E402
+from tests.process import ServerProcess, child_env  # noqa: E402
 
 ROWS, COLS = 65536, 8  # 4 MiB per push batch
 MiB = 1 << 20
@@ -150,7 +150,7 @@ def read_round(uri: str, token: str, ca: str, table: str) -> dict:
 def make_warehouse(path: str, rows: int) -> str:
     from pypaimon import CatalogFactory, Schema
 
-    from producers.paimon import commit_arrow
+    from tests.paimon_tables import commit_arrow
 
     catalog = CatalogFactory.create({"warehouse": path})
     catalog.create_database("bench", True)

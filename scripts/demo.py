@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
-from flight_server.cli.process import ServerProcess  # noqa: E402
+from tests.process import ServerProcess  # noqa: E402
 from producers import Client  # noqa: E402
 from producers.client import error_message  # noqa: E402
 
@@ -185,7 +185,7 @@ def demo_push(uri: str, batches: int) -> None:
 def write_snapshot(table, first: int, rows: int) -> None:
     import pyarrow as pa
 
-    from producers.paimon import commit_arrow
+    from tests.paimon_tables import commit_arrow
 
     commit_arrow(table, pa.table({"id": list(range(first, first + rows)),
                                   "amount": [i * 1.5 for i in range(first, first + rows)]}))

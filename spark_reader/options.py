@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from flight_server.wire import requests
+from flight_server.wire.values import is_int
 from producers.credentials import Credentials
 
 # One vocabulary with `flight_cli tail --from`, plus Paimon's from-timestamp.
@@ -193,7 +194,7 @@ def _starting_offsets(value: str | None) -> str | dict[str, int]:
     try:
         parsed = json.loads(text)
         ok = isinstance(parsed, dict) and all(
-            str(p).isdigit() and isinstance(s, int) and not isinstance(s, bool) and s >= 0 for p, s in parsed.items())
+            str(p).isdigit() and is_int(s, minimum=0) for p, s in parsed.items())
     except ValueError:
         ok = False
     if not ok:

@@ -16,7 +16,7 @@ from spark_reader.options import OptionError, Options, parse
 from spark_reader.stream_paimon import PaimonStreamReader
 from spark_reader.stream_push import PushStreamReader
 from spark_reader.paimon_writer import PaimonBatchWriter, PaimonStreamWriter
-from spark_reader.writer import PushStreamWriter, PushWriter
+from spark_reader.push_writer import PushStreamWriter, PushWriter
 
 
 class FlightPaimonDataSource(DataSource):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from flight_server.cli.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
+from tests.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
 from flight_server.server import FlightPaimonServer
 from producers import Client
 
@@ -31,12 +31,11 @@ class RunningServer:
         self.thread = threading.Thread(target=self.server.serve, name="test-server", daemon=True)
         self.thread.start()
 
-    def stop(self) -> None:
-        self.server.close_streams("the test server is shutting down")
-        stopper = threading.Thread(target=self.server.shutdown, daemon=True)
-        stopper.start()
-        stopper.join(10)
+    def stop(self) -> bool:
+        """The server's own `close`: True when every thread it started stopped within 10 s."""
+        stopped = self.server.close("the test server is shutting down", 10)
         self.thread.join(10)
+        return stopped and not self.thread.is_alive()
 
 
 @pytest.fixture

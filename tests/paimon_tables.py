@@ -12,10 +12,22 @@ import pyarrow.flight as flight
 from pypaimon import CatalogFactory, Schema
 
 from flight_server.wire import messages
-from producers.paimon import commit_arrow
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
 REGIONS = ["eu", "us", "apac"]
+
+
+def commit_arrow(table, data: pa.Table) -> int:
+    """Write `data` to the pypaimon `table` in one commit; return the snapshot id it made."""
+    builder = table.new_batch_write_builder()
+    writer, committer = builder.new_write(), builder.new_commit()
+    try:
+        writer.write_arrow(data)
+        committer.commit(writer.prepare_commit())
+    finally:
+        writer.close()
+        committer.close()
+    return table.snapshot_manager().get_latest_snapshot().id
 
 
 class Warehouse:

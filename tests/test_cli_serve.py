@@ -10,7 +10,7 @@ import sys
 import pyarrow as pa
 import pytest
 
-from flight_server.cli.process import ServerProcess
+from tests.process import ServerProcess
 from producers import Client
 from tests.conftest import ROOT, child_env
 from tests.terminal import Terminal, colours

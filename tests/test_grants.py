@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_server.cli.process import ServerProcess
+from tests.process import ServerProcess
 from flight_server.wire.errors import PermissionDenied, from_flight
 from producers import Client
 from producers.examples.events import SCHEMA, batch

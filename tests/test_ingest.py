@@ -197,7 +197,7 @@ def test_a_stream_the_server_cancels_is_resent_by_a_named_producer_and_an_error_
 def test_named_producer_batches_must_carry_increasing_seqs(client):
     client.create_table("db.t", SCHEMA)
     desc = flight.FlightDescriptor.for_command(json.dumps(names.write_command("db.t", "p1")))
-    with pytest.raises(pa.ArrowInvalid, match=r"carries no app_metadata \{\"seq\": N\}"):
+    with pytest.raises(pa.ArrowInvalid, match=r"without its app_metadata \{\"seq\": N\}"):
         put_raw(client, desc, [rows(0)])
     with pytest.raises(pa.ArrowInvalid, match="seq 3 after 5"):
         put_raw(client, desc, [rows(0), rows(1)], metadata=lambda i: messages.batch_seq([5, 3][i]))
@@ -415,7 +415,7 @@ def test_writer_threads_share_an_append_table_and_every_commit_holds_a_prefix_of
     the snapshot records, and each batch once."""
     import threading
 
-    from flight_server.ingest.producers import PROPERTY
+    from flight_server.ingest.seqs import PROPERTY
     from producers import Client
     from tests.conftest import RunningServer
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_server.cli.process import ROOT, ServerProcess, child_env
+from tests.process import ROOT, ServerProcess, child_env
 from producers import Client
 from tests.conftest import wait_for
 from producers.examples.events import SCHEMA, batch

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_server.cli.process import ServerProcess
+from tests.process import ServerProcess
 from flight_server.limits import MiB, StreamSlots, TableBudget
 from flight_server.wire.errors import LimitExceeded, PartitionFailed, from_flight
 from producers import Client

@@ -17,7 +17,7 @@ import pyarrow.flight as flight
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flight_server.cli.process import ServerProcess
+from tests.process import ServerProcess
 from flight_server.wire import names
 from producers import Client
 from producers.examples.counter import SCHEMA, make_batch
@@ -217,3 +217,40 @@ def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(ware
         assert got[("flight_paimon_maintenance_files_deleted_total", label)] == state["files_deleted"] > 0
         assert got[("flight_paimon_maintenance_last_seconds", (("step", "expiry"), ("table", "db.e")))] > 0
         client.close()
+
+
+@pytest.mark.timeout(60)
+def test_close_says_stopping_while_it_drains_then_joins_every_thread_and_closes_the_metrics_port(warehouse):
+    import threading
+
+    import pyarrow as pa
+
+    from tests.conftest import RunningServer
+
+    owned = ("write-", "commit-", "maintenance", "push-idle-watchdog", "metrics-http")
+    before = set(threading.enumerate())
+    running = RunningServer(warehouse, metrics=True)
+    _, url = running.server.metrics.serve_http("127.0.0.1", 0)
+    client = Client(running.uri, timeout=10)
+    try:
+        client.register("quiet", SCHEMA, idle_timeout_s=30)  # starts the idle watchdog
+        table = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+        client.create_table("db.t", table)
+        with client.paimon_sink("db.t", producer="p") as sink:  # starts the table's writer and commit threads
+            sink.write(pa.record_batch([pa.array([1, 2], pa.int64())], schema=table))
+        started = [t for t in set(threading.enumerate()) - before if t.name.startswith(owned)]
+        assert {t.name.split("-")[0] for t in started} == {"write", "commit", "maintenance", "push", "metrics"}
+        assert urllib.request.urlopen(url + "/healthz", timeout=10).read() == b"ok\n"
+
+        running.server.close_streams("the test is stopping the server")  # close's first step: the drain begins
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url + "/healthz", timeout=10)
+        assert (refused.value.code, refused.value.read()) == (503, b"stopping\n")
+        assert client.action(names.HEALTH)["status"] == "stopping"
+    finally:
+        client.close()
+        stopped = running.stop()
+    assert stopped, [t.name for t in started if t.is_alive()]
+    assert [t.name for t in started if t.is_alive()] == []
+    with pytest.raises(urllib.error.URLError):  # the port is closed
+        urllib.request.urlopen(url + "/healthz", timeout=5)

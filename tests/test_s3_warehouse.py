@@ -12,10 +12,10 @@ import pyarrow.flight as flight
 import pytest
 from pypaimon import CatalogFactory, Schema
 
-from flight_server.cli.process import ServerProcess
+from tests.process import ServerProcess
 from flight_server.paimon.compat import catalog_options
 from producers import Client
-from producers.paimon import commit_arrow
+from tests.paimon_tables import commit_arrow
 from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import SCHEMA, rows, sort_rows
 

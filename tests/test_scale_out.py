@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_server.cli.process import ServerProcess
+from tests.process import ServerProcess
 from producers import Client
 from tests.conftest import ROOT, child_env
 from tests.paimon_tables import Warehouse, rows

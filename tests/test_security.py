@@ -19,7 +19,7 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_server.auth import token_sha256
-from flight_server.cli.process import ServerProcess
+from tests.process import ServerProcess
 from flight_server.wire.errors import PermissionDenied, Unauthenticated, from_flight
 from producers import Client
 from scripts.throwaway_ca import write_certs

@@ -14,7 +14,7 @@ import pyarrow.flight as flight
 import pytest
 from pypaimon import Schema
 
-from producers.paimon import commit_arrow
+from tests.paimon_tables import commit_arrow
 from tests.conftest import ROOT, child_env
 from tests.conftest import wait_for as until
 from tests.paimon_tables import Warehouse, rows

@@ -2,7 +2,7 @@
 
 `main` gives the process one glibc malloc arena before anything imports pyarrow (importing
 pyarrow.flight starts a thread with an arena of its own, see wire/allocator.py); importing this
-package does nothing, so `flight_server.cli.process` can be used anywhere.
+package does nothing.
 """
 
 

@@ -11,7 +11,7 @@ import sys
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from flight_server import logging as fp_logging
+from flight_server.cli import logs as fp_logging
 from flight_server.cli import CliError, targets
 from flight_server.cli.serve import cmd_serve
 from flight_server.cli.tail import cmd_tail as _tail

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from flight_server.logging import no_color
+from flight_server.cli.logs import no_color
 
 
 def json_value(value):

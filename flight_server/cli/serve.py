@@ -175,11 +175,7 @@ def cmd_serve(args) -> int:
              mtls=bool(args.tls_client_ca), max_memory=args.max_memory, max_streams=args.max_streams)
     sig = signal.sigwait(signals)
     log.info("shutting_down", signal=signal.Signals(sig).name, timeout_s=args.shutdown_timeout)
-    server.close_streams("the server is shutting down")
-    stopper = threading.Thread(target=server.shutdown, name="flight-shutdown", daemon=True)
-    stopper.start()
-    stopper.join(args.shutdown_timeout)
-    if stopper.is_alive():
+    if not server.close("the server is shutting down", args.shutdown_timeout):
         # A call stuck in gRPC (a frozen client that stopped reading) holds shutdown() forever,
         # and interpreter exit would wait for it too: the bound is the process's exit.
         log.warning("shutdown_timed_out", waited_s=args.shutdown_timeout)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import structlog
 
-from flight_server.ingest.producers import ProducerSeqs
+from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.paimon import compat
 from flight_server.wire import allocator
 from flight_server.wire.errors import Cancelled, CommitFailed, InvalidRequest, Unavailable, WrongState
@@ -281,12 +281,14 @@ class TableCommitter:
         with self._cond:
             return self._closed is None
 
-    def join(self, timeout: float) -> None:
+    def join(self, timeout: float) -> bool:
         """Wait (at most `timeout` s) for the threads to stop: after `close`, once the writes and
-        the commit in flight landed."""
+        the commit in flight landed. False if one outlived the bound."""
         deadline = time.monotonic() + timeout
-        for t in (self._thread, *self._threads):
+        threads = (self._thread, *self._threads)
+        for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
 
     def stats(self) -> dict:
         """What `stats` shows of the table's durable writes on this server."""

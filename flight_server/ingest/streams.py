@@ -9,6 +9,7 @@ in-band `{"error"}`, a refused batch or a broken stream discard the stream's que
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
@@ -18,7 +19,7 @@ from flight_server.ingest.committer import DEFAULT_WRITERS, END, SETTLE_TIMEOUT_
 from flight_server.ingest.conform import Conformer
 from flight_server.paimon import compat
 from flight_server.paimon.source import PaimonSource
-from flight_server.wire import messages
+from flight_server.wire import messages, producer_stream
 from flight_server.wire.errors import Cancelled, InvalidRequest, Unavailable, WrongState
 from flight_server.wire.requests import WriteTarget
 
@@ -99,6 +100,14 @@ class Ingest:
         for c in committers:
             c.close(reason)
 
+    def join(self, timeout: float) -> bool:
+        """After `close`: wait (at most `timeout` s in all) for every committer's threads to stop,
+        once the writes and commits in flight landed; False if one outlived the bound."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            committers = list(self._committers.values())
+        return all([c.join(max(0.0, deadline - time.monotonic())) for c in committers])
+
     def put(self, target: WriteTarget, schema: pa.Schema, chunks: Chunks,
             send_ack: Callable[[bytes], None], cancelled: Callable[[], bool], fields: dict) -> None:
         """Take one producer stream into a Paimon table; `send_ack(ack)` writes one PutResult."""
@@ -132,28 +141,26 @@ def _send_acks(stream: WriteStream, send_ack) -> None:
 
 def _pump(committer: TableCommitter, stream: WriteStream, conform: Conformer, chunks: Chunks,
           cancelled, fields: dict) -> None:
-    received = 0
-    for data, metadata in chunks:
-        said = messages.read_producer_message(metadata)
-        if said is not None and said.error is not None:
-            fields["producer_error"] = said.error
-            fields["discarded"] = committer.discard(stream)
-            return
-        if data is not None:
-            seq = _seq(stream, said, received)
-            committer.submit(stream, conform(data, received), seq, cancelled)
-            received += 1
-        if said is not None and said.has_end:
-            if isinstance(said.end, bool) or said.end != received:
-                raise InvalidRequest(
-                    f"The stream into {stream.label} ended with end marker {said.end!r} but the server received "
-                    f"{received} batch(es); its unacked batches were discarded.")
-            committer.finish(stream, cancelled)
-            fields["batches"] = received
-            if next(chunks, None) is not None:
-                raise InvalidRequest(f"The stream into {stream.label} sent more after its end marker; "
-                                     f"its {received} batch(es) before it are committed.")
-            return
+    try:
+        for event in producer_stream.read(chunks, named=stream.producer is not None):
+            if isinstance(event, producer_stream.Batch):
+                seq = event.index if event.seq is None else event.seq
+                committer.submit(stream, conform(event.data, event.index), seq, cancelled)
+            elif isinstance(event, producer_stream.ProducerFailed):
+                fields["producer_error"] = event.error
+                fields["discarded"] = committer.discard(stream)
+            elif isinstance(event, producer_stream.Ended):
+                committer.finish(stream, cancelled)
+                fields["batches"] = event.batches
+            elif isinstance(event, producer_stream.HalfClosed):
+                _half_closed(stream, cancelled, event.batches)
+    except producer_stream.StreamBroken as e:
+        settled = (f"its {e.batches} batch(es) before it are committed" if e.kind == producer_stream.AFTER_END
+                   else "its unacked batches were discarded")
+        raise InvalidRequest(f"The stream into {stream.label} {e.reason}; {settled}.") from None
+
+
+def _half_closed(stream: WriteStream, cancelled, received: int) -> None:
     if stream.error is not None:  # fenced by a newer stream, or a failed commit, while it was idle
         raise stream.error
     if cancelled():
@@ -163,15 +170,3 @@ def _pump(committer: TableCommitter, stream: WriteStream, conform: Conformer, ch
         f"The stream into {stream.label} half-closed after {received} batch(es) without its end marker "
         '{"end": N}: the producer may have crashed, so its unacked batches were discarded (acked ones are '
         "committed). Send the marker before closing (Client.paimon_sink does).")
-
-
-def _seq(stream: WriteStream, said, index: int) -> int:
-    """The number a batch is acked with: a named producer's own seq, else its index on the stream."""
-    if stream.producer is None:
-        return index
-    seq = None if said is None else said.seq
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise InvalidRequest(
-            f"Batch {index} of {stream.label} carries no app_metadata {{\"seq\": N}} (N an integer >= 0, "
-            f"got {seq!r}); a named producer numbers every batch.")
-    return seq

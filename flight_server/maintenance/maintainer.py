@@ -87,11 +87,16 @@ class Maintainer:
                     for name, state in sorted(self._tables.items())}
 
     def close(self) -> None:
-        """Stop after the step in flight (waited for at most JOIN_S)."""
+        """Stop after the step in flight (`join` waits for it)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._thread.join(JOIN_S)
+
+    def join(self, timeout: float = JOIN_S) -> bool:
+        """After `close`: wait (at most `timeout` s) for the step in flight; False if it outlived the bound
+        (a server killed mid-step loses nothing)."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     # -- by hand (the actions) -------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import pyarrow as pa
 from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest, WrongState
 from flight_server.wire.schemas import describe
+from flight_server.wire.values import is_int
 
 
 def _columns(value, key: str, schema: pa.Schema, name: str) -> list[str]:
@@ -24,7 +25,7 @@ def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_
         raise InvalidRequest(f"create_table {name!r}: the schema has no columns.")
     primary_keys = _columns(primary_keys, "primary_keys", schema, name)
     partition_keys = _columns(partition_keys, "partition_keys", schema, name)
-    if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool)
+    if not isinstance(options, dict) or not all(isinstance(k, str) and (isinstance(v, str) or is_int(v))
                                                 for k, v in options.items()):
         raise InvalidRequest(f"create_table {name!r}: 'options' must map option names to strings, got {options!r}.")
     options = {k: str(v) for k, v in options.items()}

@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from flight_server.push.log import PartitionLog
-from flight_server.push.tables import PushRegistry, PushTable
+from flight_server.push.registry import PushRegistry, PushTable
 from flight_server.source import Items, ReadPlan
-from flight_server.tickets import PushTarget, PushTicket
-from flight_server.wire import messages
+from flight_server.tickets import PushTicket
+from flight_server.wire import messages, producer_stream
 from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed
-from flight_server.wire.requests import PushView, ReplayRange
+from flight_server.wire.requests import PushTarget, PushView, ReplayRange
 
 Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
 
@@ -125,21 +125,28 @@ def _pump(part: PartitionLog, chunks: Chunks, on_append, cancelled, fields: dict
     The next message is read as soon as the last batch is appended, even into a full partition:
     it may be the end marker, and a producer that finished must not wait for a reader to close.
     """
-    received = 0
-    for data, metadata in chunks:
-        said = messages.read_producer_message(metadata)
-        if said is not None and said.error is not None:
-            part.fail(f"the producer failed: {said.error}")  # a batch riding on it is not appended
-            fields["producer_error"] = said.error
-            return
-        if data is not None:
-            on_append(part.append(data, cancelled), data)
-            received += 1
-        else:
-            part.touch()
-        if said is not None and said.has_end:
-            _end_stream(part, chunks, said.end, received, fields)
-            return
+    try:
+        for event in producer_stream.read(chunks):
+            if isinstance(event, producer_stream.Batch):
+                on_append(part.append(event.data, cancelled), event.data)
+            elif isinstance(event, producer_stream.Idle):
+                part.touch()
+            elif isinstance(event, producer_stream.ProducerFailed):
+                part.fail(f"the producer failed: {event.error}")  # a batch riding on it is not appended
+                fields["producer_error"] = event.error
+            elif isinstance(event, producer_stream.Ended):
+                fields["eof"] = part.writer_done()
+            elif isinstance(event, producer_stream.HalfClosed):
+                _half_closed(part, cancelled, fields, end_required, event.batches)
+    except producer_stream.StreamBroken as e:
+        if e.kind == producer_stream.AFTER_END:
+            raise InvalidRequest(f"The stream to {part.label} {e.reason}; the partition had already ended "
+                                 f"cleanly with the {e.batches} batch(es) before it.") from None
+        part.fail(f"the producer's stream {e.reason}")
+        raise PartitionFailed(f"The stream to {part.label} {e.reason}; the partition failed.") from None
+
+
+def _half_closed(part: PartitionLog, cancelled, fields: dict, end_required: bool, received: int) -> None:
     if cancelled():
         part.fail("the producer's stream broke (killed, timed out or cancelled) before it ended cleanly")
         raise Cancelled(f"The producer's stream to {part.label} was cancelled; the partition failed.")
@@ -164,42 +171,20 @@ def _pump_named(part: PartitionLog, producer: str, chunks: Chunks, on_append, ca
     `{"error"}` still fails the partition: the producer says so deliberately.
     """
     received = appended = 0
-    for data, metadata in chunks:
-        said = messages.read_producer_message(metadata)
-        if said is not None and said.error is not None:
-            part.fail(f"producer {producer!r} failed: {said.error}")
-            fields["producer_error"] = said.error
-            return
-        if data is not None:
-            seq = None if said is None else said.seq
-            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-                raise InvalidRequest(f"Producer {producer!r} sent a batch to {part.label} without its "
-                                     f'{{"seq": N}} (an integer >= 0) in the app_metadata; nothing more was appended.')
-            if part.append(data, cancelled, producer=(producer, seq)) is not None:
-                appended += 1
-            on_append(seq, data)
-            received += 1
-        else:
-            part.touch()
-        if said is not None and said.has_end:
-            if said.end != received:
-                raise InvalidRequest(f"Producer {producer!r}'s end marker to {part.label} says {said.end!r} "
-                                     f"batch(es) but the server received {received}.")
-            break
+    try:
+        for event in producer_stream.read(chunks, named=True):
+            if isinstance(event, producer_stream.Batch):
+                if part.append(event.data, cancelled, producer=(producer, event.seq)) is not None:
+                    appended += 1
+                on_append(event.seq, event.data)
+                received += 1
+            elif isinstance(event, producer_stream.Idle):
+                part.touch()
+            elif isinstance(event, producer_stream.ProducerFailed):
+                part.fail(f"producer {producer!r} failed: {event.error}")
+                fields["producer_error"] = event.error
+                return
+    except producer_stream.StreamBroken as e:
+        raise InvalidRequest(f"Producer {producer!r}'s stream to {part.label} {e.reason}; the partition "
+                             "stays open for its retry.") from None
     fields.update(appended=appended, duplicates=received - appended)
-
-
-def _end_stream(part: PartitionLog, chunks: Chunks, claimed, received: int, fields: dict) -> None:
-    """Check the producer's `{"end": N}` against what arrived; then nothing more may follow."""
-    if isinstance(claimed, bool) or not isinstance(claimed, int) or claimed != received:
-        part.fail(f"the producer's end marker says {claimed!r} batch(es) but the server received {received}")
-        raise PartitionFailed(
-            f"The stream to {part.label} ended with end marker {claimed!r} but the server received "
-            f"{received} batch(es); the partition failed."
-        )
-    fields["eof"] = part.writer_done()
-    if next(chunks, None) is not None:
-        raise InvalidRequest(
-            f"The stream to {part.label} sent more after its end marker; the partition had already "
-            f"ended cleanly with the {received} batch(es) before it."
-        )

@@ -1,7 +1,7 @@
 """The error types of the protocol, and the one way a client reads a Flight error.
 
 The server raises these below its RPC layer and maps them to gRPC status codes once
-(`flight_server.errors.to_flight`); clients call `from_flight` on whatever a Flight call raised
+(`flight_server.status.to_flight`); clients call `from_flight` on whatever a Flight call raised
 to get the server's own sentence and its kind, whatever pyarrow wrapped around it.
 """
 

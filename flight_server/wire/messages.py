@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from flight_server.wire.values import is_int
+
 SEQ, END, ERROR, SNAPSHOT, DONE = "seq", "end", "error", "snapshot", "done"
 
 
@@ -77,13 +79,9 @@ def read_ack(buf) -> Ack:
         code = value.get("code")
         raise StreamFailed(value[ERROR], code if isinstance(code, str) else None)
     seq, snapshot = (value or {}).get(SEQ), (value or {}).get(SNAPSHOT)
-    if not _is_int(seq) or not (snapshot is None or _is_int(snapshot)):
+    if not is_int(seq) or not (snapshot is None or is_int(snapshot)):
         raise ValueError(f"not a flight-paimon ack: {bytes(buf)[:100]!r}")
     return Ack(seq, snapshot)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def batch_seq(seq: int, end: int | None = None) -> bytes:
@@ -146,4 +144,4 @@ class ReadMark:
 def read_mark(buf) -> ReadMark:
     value = _object(buf) or {}
     ints = [value.get(k) for k in (SNAPSHOT, DONE, SEQ)]
-    return ReadMark(*(v if _is_int(v) else None for v in ints))
+    return ReadMark(*(v if is_int(v) else None for v in ints))

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
+from flight_server.wire.values import is_int
 
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "is_null", "is_not_null")
 STARTS = ("latest", "latest-full", "earliest")
@@ -21,7 +22,7 @@ def follow_start(scan_mode: str, snapshot_id: int | None = None) -> str:
     if scan_mode not in SCAN_MODES:
         raise InvalidRequest(f"Scan mode {scan_mode!r} is not one of {', '.join(SCAN_MODES)}.")
     if scan_mode.startswith("from-snapshot"):
-        if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
+        if not is_int(snapshot_id, minimum=1):
             raise InvalidRequest(f"Scan mode {scan_mode!r} needs a snapshot id >= 1, got {snapshot_id!r}.")
         return f"snapshot{'-full' if scan_mode.endswith('-full') else ''}:{snapshot_id}"
     return scan_mode
@@ -99,7 +100,7 @@ class ReplayRange:
         name = cmd.get(names.PUSH)
         p, start, end = (cmd.get(k) for k in (names.PARTITION, names.RANGE_START, names.RANGE_END))
         if not isinstance(name, str) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, start, 0 if end is None else end)):
+                is_int(v, minimum=0) for v in (p, start, 0 if end is None else end)):
             raise InvalidRequest(
                 f"A replay of push table {name!r} needs integer 'partition', 'start' and optional 'end' "
                 f"(>= 0), got partition={p!r} start={start!r} end={end!r}."
@@ -132,7 +133,7 @@ class PushView:
             raise InvalidRequest(f"A view of a push table needs its name in 'push', got {name!r}.")
         if start not in names.VIEW_STARTS:
             raise InvalidRequest(f"A view of push table {name!r}: 'view' must be 'earliest' or 'latest', got {start!r}.")
-        if p is not None and (isinstance(p, bool) or not isinstance(p, int) or p < 0):
+        if p is not None and not is_int(p, minimum=0):
             raise InvalidRequest(f"A view of push table {name!r}: 'partition' must be an integer >= 0, got {p!r}.")
         unknown = sorted(set(cmd) - {names.PUSH, names.VIEW, names.PARTITION})
         if unknown:
@@ -144,7 +145,7 @@ def _int(cmd: dict, key: str, table: str, minimum: int) -> int | None:
     value = cmd.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_int(value, minimum=minimum):
         raise InvalidRequest(
             f"Paimon read of {table!r}: {key!r} must be an integer >= {minimum}, got {value!r}."
         )
@@ -173,6 +174,15 @@ def check_consumer_id(value, what: str, key: str = names.CONSUMER_ID) -> str:
         raise InvalidRequest(
             f"{what}: {key!r} {value!r} must be 1-128 characters of letters, digits, '_', '.', '-' (not only dots).")
     return value
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """A push table, or one partition of it (`partition` None means all partitions)."""
+
+    name: str
+    partition: int | None = None
+    producer: str | None = None  # a named producer: idempotent by its per-batch seq (docs/protocol.md)
 
 
 @dataclass(frozen=True)
@@ -287,7 +297,7 @@ def parse_command(cmd: dict) -> PaimonRequest:
                              "(no 'snapshot', 'from_snapshot' or 'follow').")
     buckets = cmd.get("buckets")
     if buckets is not None and (not isinstance(buckets, list) or not buckets or not all(
-            isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in buckets)):
+            is_int(b, minimum=0) for b in buckets)):
         raise InvalidRequest(f"Paimon read of {table!r}: 'buckets' must be a non-empty list of integers >= 0, got {buckets!r}.")
     return PaimonRequest(
         table=table, snapshot=snapshot, from_snapshot=from_s, to_snapshot=to_s, follow=follow,

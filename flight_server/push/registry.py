@@ -15,6 +15,7 @@ from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
 from flight_server.push.log import PartitionLog
 from flight_server.wire.names import is_utf8
 from flight_server.wire.schemas import describe, schema_difference
+from flight_server.wire.values import is_int
 
 MAX_PARTITIONS = 1024
 MAX_CAPACITY = 1 << 20
@@ -57,7 +58,7 @@ class PushTable:
 
 
 def _positive_int(value, what: str, upper: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= upper:
+    if not is_int(value, minimum=1, maximum=upper):
         raise InvalidRequest(f"{what} must be an integer from 1 to {upper}, got {value!r}.")
     return value
 
@@ -196,7 +197,7 @@ class PushRegistry:
                 part = int(p)
             except (TypeError, ValueError):
                 raise InvalidRequest(f"Commit of push table {name!r}: partition {p!r} is not a number.") from None
-            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            if not is_int(seq, minimum=0):
                 raise InvalidRequest(f"Commit of push table {name!r} partition {p}: offset {seq!r} is not an integer >= 0.")
             parsed.append((table.partition(part), seq))
         for log, seq in parsed:
@@ -225,3 +226,11 @@ class PushRegistry:
         for t in tables:
             for log in t.partitions:
                 log.fail(reason)
+
+    def join(self, timeout: float) -> bool:
+        """After `shutdown`: wait (at most `timeout` s) for the idle watchdog; False if it outlived it."""
+        with self._lock:
+            watchdog = self._watchdog
+        if watchdog is not None:
+            watchdog.join(timeout)
+        return watchdog is None or not watchdog.is_alive()
