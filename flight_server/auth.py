@@ -25,9 +25,9 @@ import json
 import re
 from dataclasses import dataclass
 
+from flight_server.wire.actions import ADMIN, READ, WRITE  # the grants, named once in the wire layer
 from flight_server.wire.errors import PermissionDenied, Unauthenticated
 
-READ, WRITE, ADMIN = "read", "write", "admin"
 GRANTS = (READ, WRITE, ADMIN)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 

@@ -30,7 +30,8 @@ from flight_server.paimon.source import PaimonSource
 from flight_server.push.source import PushSource
 from flight_server.push.registry import PushRegistry
 from flight_server.source import Items, ReadPlan, Source
-from flight_server.tickets import PaimonTicket, Ticket, TicketCodec
+from flight_server.tickets import TicketCodec
+from flight_server.wire import actions as wire_actions
 from flight_server.wire import descriptors, messages, names
 from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound, Unimplemented
 from flight_server.wire.requests import PaimonRequest, PushTarget, WriteTarget
@@ -88,7 +89,7 @@ class _Call:
         fields = dict(self.fields, rows=self.rows, bytes=self.bytes, duration_ms=round(seconds * 1000, 2))
         if error is None:
             log.info("rpc_done", **fields)
-        elif isinstance(error, Cancelled) and fields.get("mode") == "follow":
+        elif isinstance(error, Cancelled) and fields.get("mode") == names.FOLLOW_READ:
             log.info("rpc_done", ended="the client closed the follow", **fields)  # how follows end
         else:
             log.warning("rpc_failed", error=str(error).splitlines()[0][:500], **fields)
@@ -134,6 +135,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.push = PushRegistry(budget)
         self.pushed = PushSource(self.push)
         self.paimon = PaimonSource(warehouse, warehouse_options)
+        self.sources: dict[str, Source] = {names.PUSH: self.pushed, names.PAIMON: self.paimon}
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads)
         self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer)
         self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
@@ -170,17 +172,14 @@ class FlightPaimonServer(flight.FlightServerBase):
     def get_flight_info(self, context, descriptor):
         with _call(self, "get_flight_info", context) as call:
             source, request = self._request(descriptor)
-            if isinstance(request, PaimonRequest):
-                call.fields.update(table=request.table, mode=request.mode)
-            else:
-                call.fields.update(table=request.name, partition=request.partition)
+            call.fields.update(request.log_fields())
             _require(call, READ, request)
             return self._info(call, descriptor, source.plan(request))
 
     def _request(self, descriptor) -> tuple[Source, object]:
         """The source a descriptor names, and its request."""
         request = descriptors.read_request(*_parts(descriptor))
-        return (self.paimon if isinstance(request, PaimonRequest) else self.pushed), request
+        return self.sources[request.kind], request
 
     def _info(self, call: _Call, descriptor, plan: ReadPlan, app_metadata: bytes | None = None) -> flight.FlightInfo:
         """The FlightInfo of a plan; each ticket is bound to the principal that planned it.
@@ -193,7 +192,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         endpoints = []
         for i, t in enumerate(plan.tickets):
             k = i % len(self.advertise)
-            locations = self.advertise[k:] + self.advertise[:k] if isinstance(t, PaimonTicket) else self.advertise[:1]
+            locations = self.advertise[k:] + self.advertise[:k] if t.any_server else self.advertise[:1]
             endpoints.append(flight.FlightEndpoint(self.tickets.encode(dataclasses.replace(t, principal=principal)),
                                                    locations))
         metadata = plan.app_metadata if app_metadata is None else app_metadata
@@ -218,17 +217,17 @@ class FlightPaimonServer(flight.FlightServerBase):
         with _call(self, "do_put", context) as call:
             target = descriptors.write_target(*_parts(descriptor))
             _require(call, WRITE, target)
-            if isinstance(target, WriteTarget):
+            call.fields.update({k: v for k, v in target.log_fields().items() if v is not None})
+            call.count_as(target.kind, target.table, "in")
+            if target.kind == names.PAIMON:
                 self._ingest(call, context, target, reader, writer)
             else:
                 self._push(call, context, target, reader, writer)
 
     def _push(self, call: _Call, context, target: PushTarget, reader, writer) -> None:
         """A push-table producer: each batch acked `{"seq"}` once appended to the partition's log."""
-        call.fields.update(table=target.name, partition=target.partition)
         if target.producer is not None:
             call.fields["producer"] = target.producer
-        call.count_as("push", target.name, "in")
 
         def on_append(seq: int, batch: pa.RecordBatch) -> None:
             call.add(batch)
@@ -238,8 +237,6 @@ class FlightPaimonServer(flight.FlightServerBase):
 
     def _ingest(self, call: _Call, context, target: WriteTarget, reader, writer) -> None:
         """A durable write: each batch acked `{"seq", "snapshot"}` once committed to the Paimon table."""
-        call.fields.update(table=target.table, producer=target.producer)
-        call.count_as("paimon", target.table, "in")
 
         def chunks():
             for batch, metadata in _chunks(reader):
@@ -253,16 +250,12 @@ class FlightPaimonServer(flight.FlightServerBase):
     def do_get(self, context, ticket):
         with _call(self, "do_get", context, streaming=True) as call:
             decoded = self.tickets.decode(ticket.ticket)
-            call.fields.update(_ticket_fields(decoded))
+            call.fields.update(decoded.log_fields())
             call.access.require_ticket(decoded.principal)
-            _require(call, READ, decoded.request if isinstance(decoded, PaimonTicket) else decoded)
-            if isinstance(decoded, PaimonTicket):
-                call.count_as("paimon", decoded.request.table, "out")
-            else:
-                call.count_as("push", decoded.name, "viewed" if decoded.view else "out")
-            source = self.paimon if isinstance(decoded, PaimonTicket) else self.pushed
-            schema, items = source.open(decoded, context.is_cancelled)
-        if _plain(decoded):
+            _require(call, READ, decoded)
+            call.count_as(decoded.kind, decoded.table, decoded.direction)
+            schema, items = self.sources[decoded.kind].open(decoded, context.is_cancelled)
+        if decoded.plain:
             return flight.GeneratorStream(schema, self._stream(_pulled(schema, items, call), call))
         return flight.GeneratorStream(schema, self._stream(_with_metadata(items, call), call))
 
@@ -289,7 +282,7 @@ class FlightPaimonServer(flight.FlightServerBase):
             "flight-paimon has no DoExchange: read with DoGet, write with DoPut (docs/protocol.md)."))
 
     def list_actions(self, context):
-        return [(name, text) for name, text in actions.DESCRIPTIONS.items()]
+        return [(name, wire_actions.description(spec)) for name, spec in wire_actions.ACTIONS.items()]
 
     def do_action(self, context, action):
         with _call(self, "do_action", context, action=action.type) as call:
@@ -331,13 +324,6 @@ class FlightPaimonServer(flight.FlightServerBase):
             self.metrics.committed(table, rows, nbytes, seconds)
         self.maintainer.committed(table)
 
-
-
-def _plain(ticket: Ticket) -> bool:
-    """Reads whose batches carry no app_metadata: a Paimon snapshot, a push drain or replay range."""
-    if isinstance(ticket, PaimonTicket):
-        return ticket.mode == "snapshot"
-    return ticket.view is None
 
 
 def _with_metadata(items: Items, call: _Call):
@@ -393,18 +379,9 @@ def _parts(descriptor) -> tuple[list | None, bytes | None]:
 
 
 def _holds(call: _Call, grant: str, target) -> bool:
-    return call.access.allows(grant, target.table if isinstance(target, (PaimonRequest, WriteTarget)) else target.name)
+    return call.access.allows(grant, target.table)
 
 
 def _require(call: _Call, grant: str, target) -> None:
-    """The call's principal must hold `grant` on the table `target` names (any request or ticket)."""
-    if isinstance(target, (PaimonRequest, WriteTarget)):
-        call.access.require(grant, target.table, f"Paimon table {target.table!r}")
-    else:
-        call.access.require(grant, target.name, f"push table {target.name!r}")
-
-
-def _ticket_fields(ticket: Ticket) -> dict:
-    if isinstance(ticket, PaimonTicket):
-        return {"table": ticket.request.table, "bucket": ticket.bucket, "mode": ticket.mode}
-    return {"table": ticket.name, "partition": ticket.partition}
+    """The call's principal must hold `grant` on the table `target` names (any request, target or ticket)."""
+    call.access.require(grant, target.table, target.subject)

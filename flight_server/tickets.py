@@ -18,16 +18,18 @@ from dataclasses import asdict, dataclass
 
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
-from flight_server.wire.requests import PaimonRequest
+from flight_server.wire.requests import PaimonRequest, PaimonSubject, PushSubject
 from flight_server.wire.values import MAX_BODY_BYTES, is_int
 
 _PREFIX = b"fp1."
 
 
 @dataclass(frozen=True)
-class PushTicket:
+class PushTicket(PushSubject):
     """One push partition: drained once, the replayable range [start, end) (end None: to EOF), or a
-    viewer's window."""
+    viewer's window. Served only by the server that planned it (the table lives there)."""
+
+    any_server = False
 
     name: str
     uid: str  # tells this table from an earlier one of the same name
@@ -37,9 +39,19 @@ class PushTicket:
     view: str | None = None  # a viewer's ticket: "earliest" or "latest"; never consumes
     principal: str | None = None  # who planned it (--auth): only they may read it
 
+    @property
+    def plain(self) -> bool:
+        """Whether its batches carry no app_metadata: a drain or replay range (a view's carry seqs)."""
+        return self.view is None
+
+    @property
+    def direction(self) -> str:
+        """How its rows are counted: a view leaves them for the readers that consume them."""
+        return "viewed" if self.view else "out"
+
 
 @dataclass(frozen=True)
-class PaimonTicket:
+class PaimonTicket(PaimonSubject):
     """One endpoint of a Paimon read, planned once: any server over the warehouse serves it.
 
     `mode` is the request's: "snapshot" reads `snapshot` (None: the table had none), "delta" the
@@ -63,6 +75,21 @@ class PaimonTicket:
     group: tuple[int, int] | None = None
     principal: str | None = None  # who planned it (--auth): only they may read it
     pinned: tuple[tuple[int, tuple[str, ...]], ...] | None = None
+
+    any_server = True  # any server over the warehouse serves it
+    direction = "out"
+
+    @property
+    def table(self) -> str:
+        return self.request.table
+
+    @property
+    def plain(self) -> bool:
+        """Whether its batches carry no app_metadata: a snapshot read (deltas and follows carry marks)."""
+        return self.mode == names.SNAPSHOT_READ
+
+    def log_fields(self) -> dict:
+        return {"table": self.table, "bucket": self.bucket, "mode": self.mode}
 
 
 Ticket = PushTicket | PaimonTicket
@@ -113,9 +140,9 @@ def _from_payload(payload) -> Ticket:
             raise InvalidRequest(_MALFORMED.format(f"mode {mode!r}"))
         ints = {k: _check(payload.get(k), "int", k, True)
                 for k in ("snapshot", "from_snapshot", "to_snapshot", "full", "next", "bucket")}
-        if mode == "delta" and (ints["from_snapshot"] is None or ints["to_snapshot"] is None):
+        if mode == names.DELTA_READ and (ints["from_snapshot"] is None or ints["to_snapshot"] is None):
             raise InvalidRequest(_MALFORMED.format("a delta without its snapshots"))
-        if mode == "follow" and ints["next"] is None:
+        if mode == names.FOLLOW_READ and ints["next"] is None:
             raise InvalidRequest(_MALFORMED.format("a follow without its next snapshot"))
         return PaimonTicket(request, _check(payload.get("identity"), "str", "identity", True), mode,
                             group=_check(payload.get("group"), "pair", "group", True),

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.wire.schemas import encode_schema
+from flight_server.wire import actions as wa
 from flight_server.wire import messages, names
 from flight_server.wire.errors import error_message  # noqa: F401  (re-exported for callers)
 from producers.credentials import Credentials
@@ -140,10 +141,14 @@ class Client:
         return flight.FlightCallOptions(timeout=self.timeout if timeout == -1.0 else timeout,
                                         headers=self.credentials.headers())
 
-    def action(self, name: str, body: dict | None = None) -> dict:
-        results = list(self.flight.do_action(
-            flight.Action(name, json.dumps(body or {}).encode()), options=self.options()))
+    def action(self, name: str, body: dict | wa.Body | None = None) -> dict:
+        """Any action by name, its body a typed value (flight_server.wire.actions) or a dict."""
+        raw = body.to_json() if isinstance(body, wa.Body) else (body or {})
+        results = list(self.flight.do_action(flight.Action(name, json.dumps(raw).encode()), options=self.options()))
         return json.loads(results[0].body.to_pybytes()) if results else {}
+
+    def health(self) -> wa.Health:
+        return wa.Health.from_json(self.action(names.HEALTH, wa.HealthBody()), names.HEALTH)
 
     # -- push tables ---------------------------------------------------------------------
 
@@ -154,13 +159,9 @@ class Client:
         half-closing (unsafe: a crashed producer looks the same); `idle_timeout_s` fails a
         partition whose producers send nothing for that long; `capacity_bytes` bounds each
         partition in bytes as well as in batches (a server with --max-memory sets one anyway)."""
-        body = {"name": name, "schema": encode_schema(schema), "capacity": capacity,
-                "partitions": partitions, "writers": writers, "end_marker": end_marker}
-        if idle_timeout_s is not None:
-            body["idle_timeout_s"] = idle_timeout_s
-        if capacity_bytes is not None:
-            body["capacity_bytes"] = capacity_bytes
-        return self.action(names.REGISTER, body)
+        return self.action(names.REGISTER, wa.RegisterBody(
+            name, encode_schema(schema), capacity=capacity, partitions=partitions, writers=writers,
+            end_marker=end_marker, idle_timeout_s=idle_timeout_s, capacity_bytes=capacity_bytes))
 
     def register_streaming_table(self, name: str, schema: pa.Schema, capacity: int = 16,
                                  partitions: int = 1, writers: int = 1, partition: int = 0,
@@ -198,36 +199,65 @@ class Client:
         return len(batches)
 
     def fail(self, name: str, message: str, partition: int | None = None) -> None:
-        body = {"name": name, "message": message}
-        if partition is not None:
-            body["partition"] = partition
-        self.action(names.FAIL, body)
+        self.action(names.FAIL, wa.FailBody(name, message, partition))
 
     def drop(self, name: str) -> None:
-        self.action(names.DROP, {"name": name})
+        """Drop a push table."""
+        self.action(names.DROP, wa.DropBody(name=name))
+
+    def drop_table(self, table: str) -> None:
+        """Drop a Paimon table: its data and snapshots are deleted."""
+        self.action(names.DROP, wa.DropBody(table=table))
 
     def commit(self, name: str, offsets: dict[int, int], discard: bool = False) -> None:
         """Free the batches below each offset; `discard` frees them even if no reader was sent them."""
-        body = {"name": name, "offsets": {str(p): s for p, s in offsets.items()}}
-        self.action(names.COMMIT, {**body, "discard": True} if discard else body)
+        self.action(names.COMMIT, wa.CommitBody(name, {str(p): s for p, s in offsets.items()}, discard))
 
     def stats(self, name: str | None = None) -> dict:
-        return self.action(names.STATS, {} if name is None else {"name": name})
+        return self.action(names.STATS, wa.StatsBody(name))
 
     # -- Paimon tables: durable writes ----------------------------------------------------
 
     def create_table(self, table: str, schema: pa.Schema, primary_keys: list[str] | None = None,
                      partition_keys: list[str] | None = None, options: dict[str, str] | None = None) -> dict:
         """Create a Paimon table (its database too, when missing)."""
-        body = {"table": table, "schema": encode_schema(schema)}
-        for key, value in (("primary_keys", primary_keys), ("partition_keys", partition_keys), ("options", options)):
-            if value:
-                body[key] = value
-        return self.action(names.CREATE_TABLE, body)
+        return self.action(names.CREATE_TABLE, wa.CreateTableBody(
+            table, encode_schema(schema), primary_keys or None, partition_keys or None, options or None))
 
     def producer_state(self, table: str, producer: str) -> int | None:
         """The named producer's last committed seq in the table (None: nothing committed yet)."""
-        return self.action(names.PRODUCER_STATE, {"table": table, "producer": producer})["last_seq"]
+        result = self.action(names.PRODUCER_STATE, wa.ProducerStateBody(table, producer))
+        return wa.ProducerState.from_json(result, names.PRODUCER_STATE).last_seq
+
+    # -- Paimon tables: snapshots, consumers, maintenance ----------------------------------
+
+    def latest_snapshot(self, table: str) -> wa.Snapshots:
+        """The table's latest and earliest snapshot ids (None while it has none)."""
+        return wa.Snapshots.from_json(self.action(names.LATEST_SNAPSHOT, wa.TableBody(table)), names.LATEST_SNAPSHOT)
+
+    def find_snapshot(self, table: str, timestamp_millis: int | None = None, tag: str | None = None) -> wa.FoundSnapshot:
+        """The snapshots around a commit time, or the snapshot of a tag."""
+        result = self.action(names.FIND_SNAPSHOT, wa.FindSnapshotBody(table, timestamp_millis, tag))
+        return wa.FoundSnapshot.from_json(result, names.FIND_SNAPSHOT)
+
+    def consumer_progress(self, table: str, consumer_id: str) -> int | None:
+        """The next snapshot the consumer will read (None: it has no recorded progress)."""
+        result = self.action(names.CONSUMER_PROGRESS, wa.ConsumerBody(table, consumer_id))
+        return wa.ConsumerProgress.from_json(result, names.CONSUMER_PROGRESS).next_snapshot
+
+    def consumer_commit(self, table: str, consumer_id: str, next_snapshot: int) -> None:
+        """Record that the consumer read every snapshot before `next_snapshot`."""
+        self.action(names.CONSUMER_COMMIT, wa.ConsumerCommitBody(table, consumer_id, next_snapshot))
+
+    def compact(self, table: str, partition: dict | None = None) -> dict:
+        return self.action(names.COMPACT, wa.CompactBody(table, partition))
+
+    def expire_snapshots(self, table: str, retain_max: int | None = None, retain_min: int | None = None,
+                         older_than=None) -> dict:
+        return self.action(names.EXPIRE_SNAPSHOTS, wa.ExpireSnapshotsBody(table, retain_max, retain_min, older_than))
+
+    def remove_orphan_files(self, table: str, older_than=None) -> dict:
+        return self.action(names.REMOVE_ORPHAN_FILES, wa.RemoveOrphanFilesBody(table, older_than))
 
     def paimon_sink(self, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
                     call_timeout: float | None = None, max_unacked: int = DEFAULT_MAX_UNACKED,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -32,14 +33,12 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def paimon_command(opts: Options) -> dict:
-    """The server command for a batch read of a Paimon table under the user's options."""
-    command = paimon_base(opts)
-    if opts.snapshot_id is not None:
-        command[names.SNAPSHOT] = opts.snapshot_id
+def paimon_command(opts: Options) -> PaimonRequest:
+    """The server's request for a batch read of a Paimon table under the user's options."""
+    request = replace(paimon_base(opts), snapshot=opts.snapshot_id)
     if opts.incremental_between:
-        command[names.FROM_SNAPSHOT], command[names.TO_SNAPSHOT] = opts.incremental_between
-    return command
+        request = replace(request, from_snapshot=opts.incremental_between[0], to_snapshot=opts.incremental_between[1])
+    return request
 
 
 class Slot(InputPartition):
@@ -92,10 +91,10 @@ class BatchReader(DataSourceReader):
         client = connect(self.opts)
         try:
             if self.opts.table:
-                command = paimon_command(self.opts)
-                if names.SNAPSHOT not in command and names.FROM_SNAPSHOT not in command:
-                    command[names.PIN] = action_pin(slot.token)
-                parts = partitions_of(paimon_info(client, self.opts, command), self.opts)
+                request = paimon_command(self.opts)
+                if request.snapshot is None and request.from_snapshot is None:
+                    request = replace(request, pin=action_pin(slot.token))
+                parts = partitions_of(paimon_info(client, self.opts, request), self.opts)
                 return parts[slot.index::slot.count]
             return self._push_partition(client, slot.index)
         finally:

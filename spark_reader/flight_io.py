@@ -10,6 +10,7 @@ import pyarrow.flight as flight
 from pyspark.sql.datasource import InputPartition
 
 from flight_server.wire import names
+from flight_server.wire.requests import PaimonRequest
 from flight_server.wire.allocator import reuse_batch_buffers
 from flight_server.wire.errors import connection_hint, error_message
 from producers import Client
@@ -62,14 +63,14 @@ def _first_line(e: BaseException | None) -> str:
     return error_message(e)[:500] if e is not None else "no location was tried"
 
 
-def paimon_info(client: Client, opts: Options, command: dict) -> flight.FlightInfo:
-    descriptor = flight.FlightDescriptor.for_command(json.dumps({names.TABLE: opts.table, **command}))
+def paimon_info(client: Client, opts: Options, request: PaimonRequest) -> flight.FlightInfo:
+    descriptor = flight.FlightDescriptor.for_command(json.dumps(request.to_json()))
     return call(opts, "planning", client.flight.get_flight_info, descriptor, client.options())
 
 
-def paimon_base(opts: Options) -> dict:
-    """What every Paimon command of this read carries besides its positions and filters."""
-    return {names.CHANGELOG: True} if opts.changelog else {}
+def paimon_base(opts: Options) -> PaimonRequest:
+    """What every Paimon read of this query asks besides its positions: the table, and its changelog."""
+    return PaimonRequest(opts.table, changelog=bool(opts.changelog))
 
 
 def spark_schema(info: flight.FlightInfo) -> pa.Schema:

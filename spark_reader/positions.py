@@ -15,10 +15,20 @@ from spark_reader.flight_io import SourceError, call, connect
 from spark_reader.options import Options
 
 
-def _ask(opts: Options, action: str, body: dict) -> dict:
+def _found(opts: Options, timestamp_millis: int | None = None, tag: str | None = None):
+    """The server's `find_snapshot` of the table (a `FoundSnapshot`)."""
     client = connect(opts)
     try:
-        return call(opts, action, client.action, action, {names.TABLE: opts.table, **body})
+        return call(opts, names.FIND_SNAPSHOT, client.find_snapshot, opts.table, timestamp_millis, tag)
+    finally:
+        client.close()
+
+
+def _snapshots(opts: Options):
+    """The server's `latest_snapshot` of the table (a `Snapshots`: latest and earliest ids)."""
+    client = connect(opts)
+    try:
+        return call(opts, names.LATEST_SNAPSHOT, client.latest_snapshot, opts.table)
     finally:
         client.close()
 
@@ -26,8 +36,7 @@ def _ask(opts: Options, action: str, body: dict) -> dict:
 def _tag(opts: Options) -> Options:
     if opts.tag_name is None:
         return opts
-    found = _ask(opts, names.FIND_SNAPSHOT, {"tag": opts.tag_name})
-    return replace(opts, snapshot_id=found["snapshot_id"], tag_name=None)
+    return replace(opts, snapshot_id=_found(opts, tag=opts.tag_name).snapshot_id, tag_name=None)
 
 
 def for_batch(opts: Options) -> Options:
@@ -37,28 +46,27 @@ def for_batch(opts: Options) -> Options:
     opts = _tag(opts)
     if opts.timestamp_millis is None:
         return opts
-    found = _ask(opts, names.FIND_SNAPSHOT, {"timestamp_millis": opts.timestamp_millis})
-    if found["at_or_before"] is None:
+    found = _found(opts, timestamp_millis=opts.timestamp_millis)
+    if found.at_or_before is None:
         raise SourceError(
             f"{opts.target} has no snapshot committed at or before scan.timestamp-millis "
-            f"{opts.timestamp_millis} (the first kept one is snapshot {found['at_or_after']}); "
+            f"{opts.timestamp_millis} (the first kept one is snapshot {found.at_or_after}); "
             "pick a later time, or read without a start position.")
-    return replace(opts, scan_mode="from-snapshot", snapshot_id=found["at_or_before"], timestamp_millis=None)
+    return replace(opts, scan_mode="from-snapshot", snapshot_id=found.at_or_before, timestamp_millis=None)
 
 
 def for_stream(opts: Options) -> Options:
     """A stream's options with its start as scan.mode from-snapshot(-full) at `snapshot_id`."""
     opts = _tag(opts)
     if opts.timestamp_millis is not None:
-        found = _ask(opts, names.FIND_SNAPSHOT, {"timestamp_millis": opts.timestamp_millis})
-        start = found["at_or_after"]
+        start = _found(opts, timestamp_millis=opts.timestamp_millis).at_or_after
         if start is None:  # nothing committed since: start with the next snapshot to come
-            start = (_ask(opts, names.LATEST_SNAPSHOT, {}).get("snapshot_id") or 0) + 1
+            start = (_snapshots(opts).snapshot_id or 0) + 1
         return replace(opts, scan_mode="from-snapshot", snapshot_id=start, timestamp_millis=None)
     if opts.scan_mode == "earliest":
         # As a follow's `start` means it: every commit from snapshot 1 while it is kept, else the
         # earliest kept snapshot in full and the deltas after it.
-        earliest = _ask(opts, names.LATEST_SNAPSHOT, {}).get("earliest_snapshot_id")
+        earliest = _snapshots(opts).earliest_snapshot_id
         if earliest is None or earliest == 1:
             return replace(opts, scan_mode="from-snapshot", snapshot_id=1)
         return replace(opts, scan_mode="from-snapshot-full", snapshot_id=earliest)

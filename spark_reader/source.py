@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 import pyarrow.flight as flight
 from pyspark.sql.datasource import DataSource
@@ -39,10 +41,9 @@ class FlightPaimonDataSource(DataSource):
         client = connect(opts)
         try:
             if opts.table:
-                info = paimon_info(client, opts, {**paimon_base(opts), **_schema_command(opts)})
+                info = paimon_info(client, opts, replace(paimon_base(opts), snapshot=_schema_snapshot(opts)))
                 if opts.consumer_id:  # the server checks the id now, at load(), not at the first trigger
-                    call(opts, names.CONSUMER_PROGRESS, client.action, names.CONSUMER_PROGRESS,
-                         {names.TABLE: opts.table, names.CONSUMER_ID: opts.consumer_id})
+                    call(opts, names.CONSUMER_PROGRESS, client.consumer_progress, opts.table, opts.consumer_id)
             else:
                 info = call(opts, "lookup", client.info, opts.push)
         finally:
@@ -113,10 +114,9 @@ def _check_columns(opts: Options, table: pa.Schema, schema: StructType) -> None:
         )
 
 
-def _schema_command(opts: Options) -> dict:
-    if opts.snapshot_id is not None and opts.scan_mode != "latest":
-        return {names.SNAPSHOT: opts.snapshot_id}
-    return {}
+def _schema_snapshot(opts: Options) -> int | None:
+    """The snapshot whose schema the read has: its start's, else the latest's (None)."""
+    return opts.snapshot_id if opts.snapshot_id is not None and opts.scan_mode != "latest" else None
 
 
 def register(spark) -> None:

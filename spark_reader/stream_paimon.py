@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
@@ -18,6 +19,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, Suppor
 from pyspark.sql.types import StructType
 
 from flight_server.wire import names
+from flight_server.wire.requests import PaimonRequest
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import (
     EndpointPartition, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
@@ -52,17 +54,15 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._client
 
     def _latest(self) -> int:
-        result = call(self.opts, names.LATEST_SNAPSHOT, self._c().action, names.LATEST_SNAPSHOT,
-                      {names.TABLE: self.opts.table})
-        return result.get("snapshot_id") or 0
+        return call(self.opts, names.LATEST_SNAPSHOT, self._c().latest_snapshot, self.opts.table).snapshot_id or 0
 
     def initialOffset(self) -> dict:
         if self.opts.consumer_id:
             # Like Paimon's connector: a consumer's recorded progress beats the scan mode.
-            body = {names.TABLE: self.opts.table, names.CONSUMER_ID: self.opts.consumer_id}
-            progress = call(self.opts, names.CONSUMER_PROGRESS, self._c().action, names.CONSUMER_PROGRESS, body)
-            if progress.get("next_snapshot"):
-                return offset(progress["next_snapshot"] - 1)
+            progress = call(self.opts, names.CONSUMER_PROGRESS, self._c().consumer_progress, self.opts.table,
+                            self.opts.consumer_id)
+            if progress:
+                return offset(progress - 1)
         mode = self.opts.scan_mode
         if mode == "latest":
             return offset(self._latest())
@@ -109,8 +109,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     def _delta_info(self, begin: int, end: int):
-        return paimon_info(self._c(), self.opts, {**paimon_base(self.opts), names.FROM_SNAPSHOT: begin,
-                                                  names.TO_SNAPSHOT: end})
+        return paimon_info(self._c(), self.opts, replace(paimon_base(self.opts), from_snapshot=begin, to_snapshot=end))
 
     def _enough_rows(self, begin: int, latest: int) -> bool:
         """read.stream.minRowsPerTrigger: the deltas since `begin` hold that many rows, or the last
@@ -143,11 +142,11 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             admitted = snap
         return admitted
 
-    def command(self, start: int, end: int) -> dict:
-        """The server command for the batch (start, end]: deterministic for any replay."""
+    def command(self, start: int, end: int) -> PaimonRequest:
+        """The server's request for the batch (start, end]: deterministic for any replay."""
         if self.full_start and start == 0:
-            return {**paimon_base(self.opts), names.SNAPSHOT: end}
-        return {**paimon_base(self.opts), names.FROM_SNAPSHOT: start, names.TO_SNAPSHOT: end}
+            return replace(paimon_base(self.opts), snapshot=end)
+        return replace(paimon_base(self.opts), from_snapshot=start, to_snapshot=end)
 
     def partitions(self, start: dict, end: dict) -> list[EndpointPartition]:
         a, b = start[names.SNAPSHOT], end[names.SNAPSHOT]
@@ -167,8 +166,8 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         snapshots and a query on a new checkpoint resumes after them."""
         if not self.opts.consumer_id or delivered <= 0 or delivered == self._recorded:
             return
-        body = {names.TABLE: self.opts.table, names.CONSUMER_ID: self.opts.consumer_id, "next_snapshot": delivered + 1}
-        call(self.opts, names.CONSUMER_COMMIT, self._c().action, names.CONSUMER_COMMIT, body)
+        call(self.opts, names.CONSUMER_COMMIT, self._c().consumer_commit, self.opts.table, self.opts.consumer_id,
+             delivered + 1)
         self._recorded = delivered
 
     def stop(self) -> None:

@@ -58,3 +58,11 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
                 total = sum(client.flight.do_get(ep.ticket, options=client.options()).read_all().num_rows
                             for ep in fi.endpoints)
                 assert total > 0, body
+
+
+def test_the_action_table_is_the_wire_layers():
+    """docs/protocol.md's action table is made from flight_server.wire.actions.ACTIONS, which the
+    server dispatches, checks grants and answers list_actions from."""
+    from flight_server.wire.actions import doc_table
+
+    assert doc_table() in (ROOT / "docs" / "protocol.md").read_text()

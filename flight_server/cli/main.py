@@ -106,7 +106,7 @@ def cmd_drop(args) -> int:
     if kind == names.PUSH:
         client.drop(name)
     else:
-        client.action(names.DROP, {names.TABLE: name})
+        client.drop_table(name)
     print(json.dumps({"dropped": args.name}))
     return 0
 
@@ -121,29 +121,19 @@ def _paimon_table(text: str, command: str) -> str:
 
 def cmd_compact(args) -> int:
     name = _paimon_table(args.table, "compact")
-    body = {names.TABLE: name}
-    if args.partition:
-        body["partition"] = dict(args.partition)
-    print(json.dumps(_client(args).action(names.COMPACT, body)))
+    print(json.dumps(_client(args).compact(name, dict(args.partition) if args.partition else None)))
     return 0
 
 
 def cmd_expire_snapshots(args) -> int:
     name = _paimon_table(args.table, "expire-snapshots")
-    body = {names.TABLE: name}
-    for key in ("retain_max", "retain_min", "older_than"):
-        if getattr(args, key) is not None:
-            body[key] = getattr(args, key)
-    print(json.dumps(_client(args).action(names.EXPIRE_SNAPSHOTS, body)))
+    print(json.dumps(_client(args).expire_snapshots(name, args.retain_max, args.retain_min, args.older_than)))
     return 0
 
 
 def cmd_remove_orphan_files(args) -> int:
     name = _paimon_table(args.table, "remove-orphan-files")
-    body = {names.TABLE: name}
-    if args.older_than is not None:
-        body["older_than"] = args.older_than
-    print(json.dumps(_client(args).action(names.REMOVE_ORPHAN_FILES, body)))
+    print(json.dumps(_client(args).remove_orphan_files(name, args.older_than)))
     return 0
 
 

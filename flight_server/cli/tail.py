@@ -42,10 +42,8 @@ def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | No
         raise CliError("--partition is for push tables; a Paimon follow reads every bucket.")
     # Paimon's scan.mode names, as Spark's option takes them; `snapshot:N` is the older spelling.
     start = args.start if args.start.startswith("snapshot:") else follow_start(args.start, args.snapshot_id)
-    cmd = {names.TABLE: table, names.FOLLOW: True, names.START: start,
-           names.POLL_INTERVAL_MS: args.poll_interval_ms}
-    if args.consumer_id:
-        cmd[names.CONSUMER_ID] = args.consumer_id
+    cmd = PaimonRequest(table, follow=True, start=start, poll_interval_ms=args.poll_interval_ms,
+                        consumer_id=args.consumer_id or None).to_json()
     info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)), options=client.options())
     return info, [{} for _ in info.endpoints], table
 
@@ -103,8 +101,7 @@ def cmd_tail(args, client: Client) -> int:
             # Printed first, committed after: a crash repeats at most what was not committed.
             nxt = progress.update(i, metadata)
             if nxt is not None and args.consumer_id:
-                client.action(names.CONSUMER_COMMIT, {names.TABLE: table, names.CONSUMER_ID: args.consumer_id,
-                                                      "next_snapshot": nxt})
+                client.consumer_commit(table, args.consumer_id, nxt)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a viewer ends
     except BrokenPipeError:

@@ -146,6 +146,12 @@ def close_planner(planner) -> None:
         executor.shutdown(wait=False, cancel_futures=True)
 
 
+def latest_snapshot_id(table) -> int | None:
+    """The table's latest snapshot id, None while it has none."""
+    latest = table.snapshot_manager().get_latest_snapshot()
+    return None if latest is None else latest.id
+
+
 def snapshot(manager, snapshot_id: int):
     """The snapshot, None when there is none: also when expiry deleted it between pypaimon's
     existence check and its read (which raises)."""

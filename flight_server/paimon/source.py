@@ -22,7 +22,7 @@ from flight_server.paimon.pins import SnapshotPins
 from flight_server.paimon.scope import Scope, bucket_set, pick, ticket_buckets
 from flight_server.source import Items, ReadPlan
 from flight_server.tickets import PaimonTicket
-from flight_server.wire import messages
+from flight_server.wire import messages, names
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import PaimonRequest
 
@@ -75,8 +75,7 @@ class PaimonSource:
                 f"Paimon table {name!r} does not exist; list_flights names the tables.", table=name) from e
 
     def latest_snapshot(self, name: str) -> int | None:
-        snap = self.table(name).snapshot_manager().get_latest_snapshot()
-        return None if snap is None else snap.id
+        return compat.latest_snapshot_id(self.table(name))
 
     def earliest_snapshot(self, name: str) -> int | None:
         return compat.earliest_snapshot_id(self.table(name).snapshot_manager())
@@ -106,8 +105,7 @@ class PaimonSource:
         committed later, so it is refused.
         """
         table = self.table(name)
-        latest = table.snapshot_manager().get_latest_snapshot()
-        limit = (latest.id if latest is not None else 0) + 1
+        limit = (compat.latest_snapshot_id(table) or 0) + 1
         if next_snapshot > limit:
             raise InvalidRequest(
                 f"Consumer {consumer_id!r} of Paimon table {name!r}: next_snapshot {next_snapshot} is past "
@@ -126,8 +124,7 @@ class PaimonSource:
                 scope = Scope(table, PaimonRequest(table=name))
             except NotFound:
                 continue  # dropped while we listed
-            latest = table.snapshot_manager().get_latest_snapshot()
-            out.append(TableSummary(name, scope.schema, table.options.bucket(), latest and latest.id,
+            out.append(TableSummary(name, scope.schema, table.options.bucket(), compat.latest_snapshot_id(table),
                                     list(table.primary_keys), list(table.partition_keys)))
         return out
 
@@ -141,16 +138,15 @@ class PaimonSource:
             raise InvalidRequest(
                 f"Bucket {req.buckets[-1]} of Paimon table {req.table!r} does not exist; it has {buckets} buckets (0..{buckets - 1})."
             )
-        latest = scope.table.snapshot_manager().get_latest_snapshot()
-        latest_id = latest.id if latest else None
+        latest_id = compat.latest_snapshot_id(scope.table)
         if req.pin is not None:  # the snapshot the pin's first plan read; the ticket needs no pin
             latest_id = self._pins.resolve(req.table, req.pin, latest_id)
             req = replace(req, pin=None)
         base = PaimonTicket(req, compat.table_identity(scope.table), req.mode)
-        if req.mode == "follow":
+        if req.mode == names.FOLLOW_READ:
             full, nxt = follow.start_position(scope, req, latest_id)
             return ReadPlan(scope.schema, self._per_bucket(replace(base, full=full, next=nxt), buckets))
-        if req.mode == "delta":
+        if req.mode == names.DELTA_READ:
             if req.from_snapshot > (latest_id or 0):
                 scope.snapshot(req.from_snapshot)  # raises: a delta cannot start in the future
             to_s = (latest_id or 0) if req.to_snapshot is None else req.to_snapshot
@@ -192,11 +188,11 @@ class PaimonSource:
         req = ticket.request
         scope = Scope(self.table(req.table), req)
         follow.check_identity(scope.table, req.table, ticket.identity)
-        if ticket.mode == "follow":
+        if ticket.mode == names.FOLLOW_READ:
             position = follow.Position(req.table, ticket.full if ticket.full is not None else ticket.next)
             stream = follow.follow(scope, ticket, is_cancelled, self.stopping, position)
             return scope.schema, self._counted(stream, position)
-        if ticket.mode == "delta":
+        if ticket.mode == names.DELTA_READ:
             return scope.schema, _expired_named(scope, ticket, _delta(scope, ticket))
         return scope.schema, _expired_named(scope, ticket, _snapshot(scope, ticket))
 
@@ -275,7 +271,7 @@ def _expired_named(scope: Scope, ticket: PaimonTicket, items: Iterator) -> Itera
         text = str(e)
         if not (isinstance(e, FileNotFoundError) or "NotFound" in text or "No such file" in text):
             raise
-        wanted = [ticket.snapshot] if ticket.mode == "snapshot" else range(ticket.from_snapshot + 1, ticket.to_snapshot + 1)
+        wanted = [ticket.snapshot] if ticket.mode == names.SNAPSHOT_READ else range(ticket.from_snapshot + 1, ticket.to_snapshot + 1)
         gone = [sid for sid in wanted if sid is not None and compat.snapshot(scope.table.snapshot_manager(), sid) is None]
         if not gone:
             raise

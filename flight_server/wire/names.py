@@ -22,6 +22,9 @@ ROW_KIND = "_row_kind"  # the leading column of a changelog read (+I, -U, +U, -D
 PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS,
                COLUMNS, FILTER, BUCKETS, CHANGELOG, PIN)
 
+# A Paimon read's mode (PaimonRequest.mode): a snapshot, the deltas between two, or a follow.
+SNAPSHOT_READ, DELTA_READ, FOLLOW_READ = "snapshot", "delta", "follow"
+
 # Keys of a durable write's descriptor command: the Paimon table and the producer's name.
 WRITE, PRODUCER = "write", "producer"
 

@@ -34,8 +34,39 @@ _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 _PIN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
+class PushSubject:
+    """A request, target or ticket of a push table (its `name`): what the server logs, counts and
+    checks grants on, said by the value itself."""
+
+    kind = names.PUSH
+
+    @property
+    def table(self) -> str:
+        return self.name
+
+    @property
+    def subject(self) -> str:
+        return f"push table {self.name!r}"
+
+    def log_fields(self) -> dict:
+        return {"table": self.name, "partition": self.partition}
+
+
+class PaimonSubject:
+    """A request, target or ticket of a Paimon table (its `table`)."""
+
+    kind = names.PAIMON
+
+    @property
+    def subject(self) -> str:
+        return f"Paimon table {self.table!r}"
+
+    def log_fields(self) -> dict:
+        return {"table": self.table, "mode": self.mode}
+
+
 @dataclass(frozen=True)
-class PaimonRequest:
+class PaimonRequest(PaimonSubject):
     """What to read from one Paimon table; `to_json` and `from_json` round-trip it through tickets."""
 
     table: str
@@ -55,8 +86,8 @@ class PaimonRequest:
     @property
     def mode(self) -> str:
         if self.follow:
-            return "follow"
-        return "delta" if self.from_snapshot is not None else "snapshot"
+            return names.FOLLOW_READ
+        return names.DELTA_READ if self.from_snapshot is not None else names.SNAPSHOT_READ
 
     @property
     def start_snapshot(self) -> int | None:
@@ -83,7 +114,7 @@ class PaimonRequest:
 
 
 @dataclass(frozen=True)
-class ReplayRange:
+class ReplayRange(PushSubject):
     """Batches [start, end) of one push partition, readable again until a commit passes `end`;
     without `end`, from `start` to the partition's EOF (a retry-safe batch read)."""
 
@@ -115,7 +146,7 @@ class ReplayRange:
 
 
 @dataclass(frozen=True)
-class PushView:
+class PushView(PushSubject):
     """A viewer of a push table or one partition: what is appended from `start` ("earliest": the
     batches still held, "latest": only new ones), never consumed, committed or failed."""
 
@@ -177,7 +208,7 @@ def check_consumer_id(value, what: str, key: str = names.CONSUMER_ID) -> str:
 
 
 @dataclass(frozen=True)
-class PushTarget:
+class PushTarget(PushSubject):
     """A push table, or one partition of it (`partition` None means all partitions)."""
 
     name: str
@@ -186,12 +217,15 @@ class PushTarget:
 
 
 @dataclass(frozen=True)
-class WriteTarget:
+class WriteTarget(PaimonSubject):
     """A durable write into a Paimon table: `["paimon", "DB.TABLE"]` (unnamed producer) or the
     command `{"write": "DB.TABLE", "producer": "ID"}` (a named, exactly-once producer)."""
 
     table: str
     producer: str | None = None
+
+    def log_fields(self) -> dict:
+        return {"table": self.table, "producer": self.producer}
 
     @property
     def label(self) -> str:

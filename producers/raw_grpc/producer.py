@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 import grpc
 import pyarrow as pa
 
-from flight_server.wire import messages, names
+from flight_server.wire import actions, messages, names
 from flight_server.wire.errors import error_message
 from producers.raw_grpc import rows, stubs
 
@@ -75,11 +75,11 @@ def channel(uri: str, security: Security) -> grpc.Channel:
 
 def producer_state(uri: str, table: str, producer: str, timeout_s: float, security: Security) -> int | None:
     """The table's last committed seq of a named producer (DoAction `producer_state`)."""
-    body = json.dumps({"table": table, "producer": producer}).encode()
+    body = json.dumps(actions.ProducerStateBody(table, producer).to_json()).encode()
     with channel(uri, security) as ch:
         results = list(pb2_grpc.FlightServiceStub(ch).DoAction(
             pb2.Action(type=names.PRODUCER_STATE, body=body), timeout=timeout_s, metadata=security.metadata))
-    return json.loads(results[0].body)["last_seq"]
+    return actions.ProducerState.from_json(json.loads(results[0].body), names.PRODUCER_STATE).last_seq
 
 
 def error_data(message: str) -> pb2.FlightData:

@@ -1,0 +1,329 @@
+"""The actions (`do_action`), said once: each one's name, body, result, grant and description.
+
+`ACTIONS` is the one table the server dispatches and checks grants from, `list_actions` answers
+from, `Client` builds its calls from, and docs/protocol.md's action table is generated from
+(`doc_table`; a test keeps the doc equal to it). Bodies and results are frozen dataclasses with
+`to_json` / `from_json`: a client builds a body as a value (`ProducerStateBody("db.t", "p")`),
+never as a dict literal, and reads a result as one (`ProducerState.from_json(...).last_seq`).
+
+`from_json` checks the keys (required ones present; unknown ones refused where the action says
+so); the values' meaning (a table name, an integer >= 1, a timestamp) is checked where the
+action runs, which names the table and what to send.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+from flight_server.wire import names
+from flight_server.wire.errors import InvalidRequest
+
+READ, WRITE, ADMIN = "read", "write", "admin"  # the grants (flight_server.auth decides who holds them)
+
+
+class Message:
+    """A body or result: its JSON keys are the field names."""
+
+    STRICT: ClassVar[bool] = False  # refuse keys the action does not take
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+    @classmethod
+    def from_json(cls, value: dict, action: str = ""):
+        fields = dataclasses.fields(cls)
+        known = {f.name for f in fields}
+        if cls.STRICT:
+            unknown = sorted(set(value) - known)
+            if unknown:
+                raise InvalidRequest(f"Action {action!r} takes no key {unknown[0]!r}; it takes "
+                                     f"{', '.join(sorted(known))}.")
+        for f in fields:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in value:
+                raise InvalidRequest(f"Action {action!r} needs {f.name!r} in its JSON body.")
+        return cls(**{k: v for k, v in value.items() if k in known})
+
+
+# -- bodies ---------------------------------------------------------------------------------
+
+class Body(Message):
+    """An action's body: what its caller set (None and default fields are left out)."""
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default}
+
+@dataclass(frozen=True)
+class RegisterBody(Body):
+    name: str
+    schema: str  # base64 of the Arrow IPC schema
+    capacity: object = 16
+    capacity_bytes: object = None
+    partitions: object = 1
+    writers: object = 1
+    end_marker: object = "required"
+    idle_timeout_s: object = None
+
+
+@dataclass(frozen=True)
+class FailBody(Body):
+    name: str
+    message: object = None
+    partition: object = None
+
+
+@dataclass(frozen=True)
+class DropBody(Body):
+    """Exactly one of `name` (a push table) or `table` (a Paimon table)."""
+
+    name: object = None
+    table: object = None
+
+
+@dataclass(frozen=True)
+class CommitBody(Body):
+    name: str
+    offsets: dict  # {"P": seq}
+    discard: object = False
+
+
+@dataclass(frozen=True)
+class StatsBody(Body):
+    name: object = None
+
+
+@dataclass(frozen=True)
+class TableBody(Body):
+    """A body naming one Paimon table: latest_snapshot."""
+
+    table: str
+
+
+@dataclass(frozen=True)
+class ConsumerBody(Body):
+    table: str
+    consumer_id: str
+
+
+@dataclass(frozen=True)
+class ConsumerCommitBody(Body):
+    table: str
+    consumer_id: str
+    next_snapshot: int
+
+
+@dataclass(frozen=True)
+class HealthBody(Body):
+    pass
+
+
+@dataclass(frozen=True)
+class CreateTableBody(Body):
+    STRICT: ClassVar[bool] = True
+    table: str
+    schema: str  # base64 of the Arrow IPC schema
+    primary_keys: object = None
+    partition_keys: object = None
+    options: object = None
+
+
+@dataclass(frozen=True)
+class ProducerStateBody(Body):
+    table: str
+    producer: str
+
+
+@dataclass(frozen=True)
+class FindSnapshotBody(Body):
+    """Exactly one of `timestamp_millis` or `tag`."""
+
+    STRICT: ClassVar[bool] = True
+    table: str
+    timestamp_millis: object = None
+    tag: object = None
+
+
+@dataclass(frozen=True)
+class CompactBody(Body):
+    STRICT: ClassVar[bool] = True
+    table: str
+    partition: object = None  # {"col": "value"}
+
+
+@dataclass(frozen=True)
+class ExpireSnapshotsBody(Body):
+    STRICT: ClassVar[bool] = True
+    table: str
+    retain_max: object = None
+    retain_min: object = None
+    older_than: object = None  # epoch ms, or a timestamp as Paimon's procedures take it
+
+
+@dataclass(frozen=True)
+class RemoveOrphanFilesBody(Body):
+    STRICT: ClassVar[bool] = True
+    table: str
+    older_than: object = None
+
+
+# -- results --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Empty(Message):
+    pass
+
+
+@dataclass(frozen=True)
+class Registered(Message):
+    name: str
+    partitions: int
+    capacity: int
+    capacity_bytes: int | None = None
+
+
+
+@dataclass(frozen=True)
+class Snapshots(Message):
+    snapshot_id: int | None = None
+    earliest_snapshot_id: int | None = None
+
+
+
+@dataclass(frozen=True)
+class ConsumerProgress(Message):
+    next_snapshot: int | None = None
+
+
+
+@dataclass(frozen=True)
+class Health(Message):
+    status: str  # "serving" | "stopping"
+    push_tables: int
+    paimon_open_follows: int
+    uptime_s: float
+
+
+
+@dataclass(frozen=True)
+class ProducerState(Message):
+    last_seq: int | None = None
+
+
+
+@dataclass(frozen=True)
+class FoundSnapshot(Message):
+    """By time: `at_or_before` / `at_or_after`; by tag: `snapshot_id`."""
+
+    at_or_before: int | None = None
+    at_or_after: int | None = None
+    snapshot_id: int | None = None
+
+    def to_json(self) -> dict:
+        if self.snapshot_id is not None:
+            return {"snapshot_id": self.snapshot_id}
+        return {"at_or_before": self.at_or_before, "at_or_after": self.at_or_after}
+
+
+# -- the table ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    body: type[Message]
+    result: type[Message] | type[dict]  # dict: a free-form report (stats, create_table, maintenance)
+    grant: str | None  # None: any principal
+    table_keys: tuple[str, ...]  # the body keys naming the table the grant is checked on
+    description: str  # what list_actions says
+    body_doc: str  # docs/protocol.md's action table: the body ...
+    result_doc: str  # ... and the result
+
+
+ACTIONS: dict[str, Action] = {a.name: a for a in (
+    Action(names.REGISTER, RegisterBody, Registered, ADMIN, ("name",),
+           "Register a push table.",
+           '`{"name", "schema", "capacity"?: 16, "capacity_bytes"?: null, "partitions"?: 1, "writers"?: 1, '
+           '"end_marker"?: "required", "idle_timeout_s"?: null}`',
+           '`{"name", "partitions", "capacity", "capacity_bytes"}`'),
+    Action(names.FAIL, FailBody, Empty, ADMIN, ("name",),
+           "End a push table (or one partition) with an error its readers receive.",
+           '`{"name", "partition"?: P, "message"}`', "`{}`"),
+    Action(names.COMMIT, CommitBody, Empty, WRITE, ("name",),
+           "Free batches a replaying consumer has processed; with \"discard\": true the offsets may pass what "
+           "was read (a consumer that starts at the latest batches frees the older ones unread).",
+           '`{"name", "offsets": {"P": seq}, "discard"?: false}`', "`{}`"),
+    Action(names.DROP, DropBody, Empty, ADMIN, ("name", names.TABLE),
+           "Remove a push table (blocked writers and readers get an error), or a Paimon table with its data "
+           "and snapshots (its durable writes on this server fail, its reads end NOT_FOUND).",
+           '`{"name"}` (a push table) or `{"table"}` (a Paimon table: its data and snapshots are deleted; this '
+           "server's durable writes into it fail, reads of it end NOT_FOUND)", "`{}`"),
+    Action(names.STATS, StatsBody, dict, READ, ("name",),
+           "Per push table and partition: state, reader mode (drain or replay), writer streams, queued batches "
+           "and bytes, rows in and out; per Paimon table written through this server (\"paimon_writes\"): "
+           "queued and in-commit batches, named producers writing, commits; its maintenance.",
+           '`{"name"?}`',
+           '`{"push": {NAME: {"schema", "capacity", "capacity_bytes", "end_marker", "idle_timeout_s", '
+           '"partitions": {"P": {...}}}}, "paimon_writes": {"DB.TABLE": {...}}, "maintenance": {"DB.TABLE": {...}}}`'),
+    Action(names.LATEST_SNAPSHOT, TableBody, Snapshots, READ, (names.TABLE,),
+           "The latest and earliest snapshot ids of a Paimon table, null when it has none.",
+           '`{"table"}`', '`{"snapshot_id": N or null, "earliest_snapshot_id": E or null}`'),
+    Action(names.CONSUMER_PROGRESS, ConsumerBody, ConsumerProgress, READ, (names.TABLE,),
+           "A Paimon consumer's recorded progress: the next snapshot it will read, null when it has none.",
+           '`{"table", "consumer_id"}`', '`{"next_snapshot": N or null}`'),
+    Action(names.CONSUMER_COMMIT, ConsumerCommitBody, Empty, WRITE, (names.TABLE,),
+           "Record that a Paimon consumer has read every snapshot before next_snapshot (Paimon keeps them "
+           "from expiring).",
+           '`{"table", "consumer_id", "next_snapshot"}`', "`{}`"),
+    Action(names.HEALTH, HealthBody, Health, None, (),
+           "Whether the server serves (\"stopping\" from a shutdown's start).",
+           "`{}`", '`{"status": "serving" or "stopping", "push_tables", "paimon_open_follows", "uptime_s"}`'),
+    Action(names.CREATE_TABLE, CreateTableBody, dict, ADMIN, (names.TABLE,),
+           "Create a Paimon table for durable writes.",
+           '`{"table", "schema", "primary_keys"?: [...], "partition_keys"?: [...], "options"?: {"bucket": "4", ...}}`',
+           '`{"table", "schema", "primary_keys", "partition_keys", "options"}`'),
+    Action(names.PRODUCER_STATE, ProducerStateBody, ProducerState, WRITE, (names.TABLE,),
+           "A named producer's last committed seq in a Paimon table (resume from last_seq + 1).",
+           '`{"table", "producer"}`', '`{"last_seq": N or null}`'),
+    Action(names.FIND_SNAPSHOT, FindSnapshotBody, FoundSnapshot, READ, (names.TABLE,),
+           "A Paimon snapshot by commit time or by tag (the start positions scan.timestamp-millis and "
+           "scan.tag-name).",
+           '`{"table", "timestamp_millis"}` or `{"table", "tag"}`',
+           '`{"at_or_before": N or null, "at_or_after": M or null}` (the last snapshot committed at or before '
+           'the time, the first at or after it), or `{"snapshot_id": N}` of the tag'),
+    Action(names.COMPACT, CompactBody, dict, ADMIN, (names.TABLE,),
+           "Rewrite a Paimon table's small files now, as COMPACT snapshots that add no rows (Paimon's compact "
+           "procedure).",
+           '`{"table", "partition"?: {"col": "value"}}` (admin)',
+           '`{"snapshots": [N, ...], "files_in", "files_out", "bytes_in"}`: every small file of each bucket '
+           "rewritten into one, one COMPACT snapshot per bucket (append tables)"),
+    Action(names.EXPIRE_SNAPSHOTS, ExpireSnapshotsBody, dict, ADMIN, (names.TABLE,),
+           "Expire a Paimon table's old snapshots now and delete the files no kept snapshot, tag or consumer "
+           "needs (Paimon's expire_snapshots procedure); the table's snapshot.* options by default.",
+           '`{"table", "retain_max"?, "retain_min"?, "older_than"?}` (admin; the table\'s `snapshot.*` options '
+           "by default; `older_than`: epoch ms, or a timestamp as Paimon's procedures take it, "
+           '`"2026-11-24 12:00:00"` in the server\'s local time or ISO 8601 with an offset)',
+           '`{"expired", "first_kept", "files_deleted", "consumers_removed"}`'),
+    Action(names.REMOVE_ORPHAN_FILES, RemoveOrphanFilesBody, dict, ADMIN, (names.TABLE,),
+           "Delete a Paimon table's files that no kept snapshot, tag or changelog names and that were last "
+           "written before older_than (default a day ago; at least 10 minutes ago), as Paimon's "
+           "remove_orphan_files.",
+           '`{"table", "older_than"?}` (admin; as for `expire_snapshots`; default a day ago, at least 10 '
+           "minutes ago)",
+           '`{"deleted", "bytes", "scanned"}`: files no kept snapshot, tag or changelog names, last written '
+           "before then"),
+)}
+assert set(ACTIONS) == set(names.ACTIONS)
+
+
+def description(action: Action) -> str:
+    """What list_actions says of an action: its purpose, body and result."""
+    return f"{action.description} Body: {action.body_doc}. Result: {action.result_doc}.".replace("`", "")
+
+
+def doc_table() -> str:
+    """docs/protocol.md's action table, made from ACTIONS."""
+    rows = ["| action | body | result |", "|---|---|---|"]
+    rows += [f"| `{a.name}` | {a.body_doc} | {a.result_doc} |" for a in ACTIONS.values()]
+    return "\n".join(rows)
