@@ -33,7 +33,7 @@ from flight_server.source import Items, ReadPlan, Source
 from flight_server.tickets import TicketCodec
 from flight_server.wire import actions as wire_actions
 from flight_server.wire import descriptors, messages, names
-from flight_server.wire.errors import Cancelled, InvalidRequest, NotFound, Unimplemented
+from flight_server.wire.errors import Cancelled, NotFound, Unimplemented
 from flight_server.wire.requests import PaimonRequest, PushTarget, WriteTarget
 from flight_server.wire.values import parse_json_object
 

@@ -22,6 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from flight_server.wire import names
+from flight_server.wire.requests import PaimonRequest
 from spark_reader.flight_io import (
     EndpointPartition, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
 )

@@ -20,7 +20,7 @@ import pyarrow.flight as flight
 
 from flight_server.cli import CliError, targets
 from flight_server.wire import allocator, messages, names
-from flight_server.wire.requests import follow_start
+from flight_server.wire.requests import PaimonRequest, follow_start
 from flight_server.cli.output import Output
 from producers.client import Client, EndpointReader, FollowProgress, error_message, locations_of
 
