@@ -14,12 +14,17 @@ from flight_server.server import FlightPaimonServer
 from producers import Client
 
 
-def wait_for(condition, what: str, timeout: float = 10):
-    """Poll `condition()` until it is true; fail the test naming `what` after `timeout` s."""
+def wait_for(condition, what, timeout: float = 10):
+    """The tests' one wait: poll `condition()` until it returns a truthy value, and return that
+    value; fail the test naming `what` (a string, or a callable that says it when the time is up,
+    e.g. with what has arrived so far) after `timeout` s. A condition that raises (an assertion
+    that something went wrong meanwhile) fails the test at once."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+    while not (value := condition()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
         time.sleep(0.02)
+    return value
 
 
 class RunningServer:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import queue
 import threading
-import time
 
 import pyarrow as pa
 import pyarrow.flight as flight
 from pypaimon import CatalogFactory, Schema
 
 from flight_server.wire import messages
+from tests.conftest import wait_for
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
 REGIONS = ["eu", "us", "apac"]
@@ -121,39 +121,40 @@ class Follower:
         except BaseException as e:  # cancelled by the test, or a real failure to report
             self.error = e
 
-    def wait_rows(self, n: int, timeout: float = 30) -> list[tuple[int, pa.RecordBatch]]:
-        """Block until `n` rows in total have arrived (or fail the test)."""
-        deadline = time.monotonic() + timeout
-        while sum(b.num_rows for _, b in self.received) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                got = sum(b.num_rows for _, b in self.received)
-                raise AssertionError(f"follow got {got} rows, expected {n}; error={self.error!r}")
+    def take(self) -> list[tuple[int, pa.RecordBatch]]:
+        """`received`, with everything that has arrived by now added (waits for nothing)."""
+        while True:
             try:
-                self.received.append(self.items.get(timeout=min(left, 0.5)))
+                self.received.append(self.items.get_nowait())
             except queue.Empty:
-                continue
-        return self.received
+                return self.received
 
-    def drain_for(self, seconds: float) -> list[tuple[int, pa.RecordBatch]]:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                self.received.append(self.items.get(timeout=0.05))
-            except queue.Empty:
-                pass
+    def wait_rows(self, n: int, timeout: float = 30) -> list[tuple[int, pa.RecordBatch]]:
+        """Block until `n` rows in total have arrived (or fail the test, at once if the follow failed)."""
+
+        def arrived() -> bool:
+            error = self.error  # read first: the reader thread queues every batch before it sets it
+            if self.rows() >= n:
+                return True
+            assert error is None, f"the follow failed after {self.rows()} of {n} rows: {error!r}"
+            return False
+
+        wait_for(arrived, lambda: f"{n} rows from the follow (got {self.rows()})", timeout)
         return self.received
 
     def drain_until_done(self, snapshot: int, timeout: float = 30) -> list[tuple[int, pa.RecordBatch]]:
-        """Everything up to the endpoint's `{"done": N}` mark for N >= `snapshot` (its rows came before it)."""
-        deadline = time.monotonic() + timeout
-        while self.done < snapshot:
+        """Everything up to the endpoint's `{"done": N}` mark for N >= `snapshot` (its rows came before
+        it): the positive proof that nothing more of snapshots <= N is on its way."""
+
+        def done() -> bool:
             assert self.error is None, f"the follow failed: {self.error!r}"
-            assert time.monotonic() < deadline, f"the follow's progress stayed at {self.done}, waited for {snapshot}"
-            time.sleep(0.02)
-        while not self.items.empty():
-            self.received.append(self.items.get_nowait())
-        return self.received
+            return self.done >= snapshot
+
+        wait_for(done, lambda: f"the follow's done mark to reach {snapshot} (it is at {self.done})", timeout)
+        return self.take()
+
+    def rows(self) -> int:
+        return sum(b.num_rows for _, b in self.take())
 
     def cancel(self):
         self.reader.cancel()

@@ -7,9 +7,8 @@ import pty
 import re
 import select
 import signal
-import time
 
-from tests.conftest import ROOT, child_env
+from tests.conftest import ROOT, child_env, wait_for
 
 SGR = re.compile(rb"\x1b\[([0-9;]*)m")
 
@@ -34,33 +33,41 @@ class Terminal:
     def read_until(self, done, what: str, timeout: float = 20) -> None:
         """Read until `done(screen)` (or a bytes pattern appears); fail naming `what` after `timeout`."""
         check = (lambda s: done in s) if isinstance(done, bytes) else done
-        deadline = time.monotonic() + timeout
-        while not check(self.screen):
-            assert time.monotonic() < deadline, f"timed out waiting for {what}: {self.screen[-800:]!r}"
-            if select.select([self.fd], [], [], 0.1)[0]:
-                try:
-                    self.screen += os.read(self.fd, 65536)
-                except OSError:  # the child has gone: EIO on the master
-                    assert check(self.screen), f"the child ended before {what}: {self.screen[-800:]!r}"
+
+        def shown() -> bool:
+            if not check(self.screen) and not self._read(0.1):
+                assert check(self.screen), f"the child ended before {what}: {self.screen[-800:]!r}"
+            return check(self.screen)
+
+        wait_for(shown, lambda: f"{what}: {self.screen[-800:]!r}", timeout)
 
     def type(self, data: bytes) -> None:
         os.write(self.fd, data)
 
     def wait(self, timeout: float = 20) -> int:
         """The exit code, reading its output meanwhile (a full pty would block it)."""
-        deadline = time.monotonic() + timeout
-        while self.status is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.status = os.waitstatus_to_exitcode(status)
-                break
-            assert time.monotonic() < deadline, f"the child did not exit: {self.screen[-800:]!r}"
-            if select.select([self.fd], [], [], 0.05)[0]:
-                try:
-                    self.screen += os.read(self.fd, 65536)
-                except OSError:
-                    pass
+
+        def exited() -> bool:
+            if self.status is None:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.status = os.waitstatus_to_exitcode(status)
+                else:
+                    self._read(0.05)
+            return self.status is not None
+
+        wait_for(exited, lambda: f"the child to exit: {self.screen[-800:]!r}", timeout)
         return self.status
+
+    def _read(self, wait_s: float) -> bool:
+        """Add to `screen` what the child wrote, waiting up to `wait_s` for some; False once it has
+        gone (EIO on the master)."""
+        if select.select([self.fd], [], [], wait_s)[0]:
+            try:
+                self.screen += os.read(self.fd, 65536)
+            except OSError:
+                return False
+        return True
 
     def stop(self) -> None:
         if self.status is None:

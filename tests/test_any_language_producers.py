@@ -13,7 +13,7 @@ import pyarrow.flight as flight
 import pytest
 
 from producers.raw_grpc import rows
-from tests.conftest import ROOT, child_env
+from tests.conftest import ROOT, child_env, wait_for
 
 JS_DIR = ROOT / "producers" / "js"
 
@@ -65,15 +65,26 @@ class Running:
         return sum(1 for line in list(self.lines) if line.split(" ", 1)[0] == word)
 
     def wait_until_stalled(self, quiet_s: float, deadline_s: float) -> None:
-        """Return once no line has come for `quiet_s` (after the first ack); fail after `deadline_s`."""
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                pytest.fail(f"the producer exited (code {self.proc.returncode}) instead of stalling: {self.lines[-5:]}")
-            if self.count("ack") and time.monotonic() - self.last_line_at >= quiet_s:
-                return
-            time.sleep(0.1)
-        pytest.fail(f"the producer never stalled within {deadline_s} s: {self.lines[-5:]}")
+        """Return once no line has come for `quiet_s` (after the first ack); fail after `deadline_s`.
+        (Quiet for a while is the only sign of a producer blocked by backpressure the server shows.)"""
+
+        def stalled() -> bool:
+            assert self.proc.poll() is None, \
+                f"the producer exited (code {self.proc.returncode}) instead of stalling: {self.lines[-5:]}"
+            return bool(self.count("ack")) and time.monotonic() - self.last_line_at >= quiet_s
+
+        wait_for(stalled, lambda: f"the producer to stall: {self.lines[-5:]}", deadline_s)
+
+    def wait_until_blocked(self, client, table: str, capacity: int, timeout: float = 60) -> None:
+        """Return once the server holds `capacity` batches of the partition and the producer has
+        handed gRPC more than that: it is blocked on the full partition (no quiet period needed)."""
+
+        def blocked() -> bool:
+            assert self.proc.poll() is None, \
+                f"the producer exited (code {self.proc.returncode}) with no reader: {self.lines[-5:]}"
+            return self.count("sent") > capacity and partition_stats(client, table)["queued_batches"] == capacity
+
+        wait_for(blocked, lambda: f"the producer to block on the full partition: {self.lines[-5:]}", timeout)
 
     def finish(self, timeout: float) -> tuple[int, str]:
         """(exit code, stderr) once it ends by itself within `timeout`."""
@@ -203,16 +214,13 @@ def test_killed_producer_fails_reader(producer, server, client):
     p = Running(producer, "--uri", server.uri, "--table", "killed", "--batches", "24",
                 "--rows", "16000", "--timeout", "100")
     try:
-        p.wait_until_stalled(quiet_s=2.0, deadline_s=60)
-        assert p.proc.poll() is None, f"the producer ended with no reader: {p.lines[-3:]}"
+        p.wait_until_blocked(client, "killed", capacity=2)
     finally:
         p.kill()  # SIGKILL: no clean end, no in-band error, just a broken stream
 
     # The server notices the broken stream while blocked on the full log, with no reader needed.
-    end = time.monotonic() + 10
-    while (part := partition_stats(client, "killed"))["state"] != "failed" and time.monotonic() < end:
-        time.sleep(0.05)
-    assert part["state"] == "failed", f"a killed producer left the partition {part['state']!r}"
+    wait_for(lambda: partition_stats(client, "killed")["state"] == "failed",
+             lambda: f"the killed producer's partition to fail (it is {partition_stats(client, 'killed')['state']!r})")
     info = client.info("killed")
     received: list[pa.RecordBatch] = []
     with pytest.raises(flight.FlightError, match="broke"):

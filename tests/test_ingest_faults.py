@@ -170,6 +170,7 @@ def test_full_disk_fails_every_waiting_producer_within_seconds_and_they_resume_o
         for name, message in failed.items():
             assert "No space left on device" in message, (name, message)
         held = batches_held(table_rows(client, "db.events"))
+        assert held, "nothing acked before the disk filled is readable"
         target = {}
         for i in range(3):  # what the table holds of each producer: seqs 0..k, each batch whole, once
             seqs = sorted(seq for (p, seq) in held if p == f"p{i}")

@@ -55,8 +55,7 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         # A follow that looks for new snapshots once a minute: two commits later it is 2 behind.
         follow = command({"table": "db.orders", "follow": True, "start": "earliest", "poll_interval_ms": 60000})
         follower = Follower(client, client.flight.get_flight_info(follow, options=client.options()).endpoints[0])
-        wait_for(lambda: follower.done == 1, "the follow to send snapshot 1 and wait")
-        followed = sum(b.num_rows for _, b in follower.drain_for(0.1))
+        followed = sum(b.num_rows for _, b in follower.drain_until_done(1))  # snapshot 1's rows, then it waits
         assert 0 < followed < 100  # this endpoint's bucket
         wh.commit("db.orders", rows(100, 10))
         wh.commit("db.orders", rows(110, 10))

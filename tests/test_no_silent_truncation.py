@@ -23,7 +23,7 @@ import pytest
 
 from producers import Client, SinkError
 from producers.examples.counter import SCHEMA, make_batch
-from tests.conftest import ROOT, ServerProcess, child_env
+from tests.conftest import ROOT, ServerProcess, child_env, wait_for
 from tests.paimon_tables import Follower, Warehouse, command, info, rows
 
 RUNS = 20
@@ -129,11 +129,9 @@ def test_commit_cannot_free_batches_a_drain_has_not_read(server):
         early = rnd.random() < 0.7  # the commit lands while the drain reads, or before it starts
         if early:
             consumer.start()
-        deadline = time.monotonic() + 30
-        while client.stats(name)["push"][name]["partitions"]["0"]["next_seq"] == 0:
-            assert time.monotonic() < deadline, "the producer never appended"
-            time.sleep(0.01)
-        time.sleep(rnd.uniform(0, 0.4))
+        wait_for(lambda: client.stats(name)["push"][name]["partitions"]["0"]["next_seq"] > 0,
+                 "the producer's first append", timeout=30)
+        time.sleep(rnd.uniform(0, 0.4))  # randomised timing: when the commit lands
         stats = client.stats(name)["push"][name]["partitions"]["0"]
         try:
             client.commit(name, {0: stats["next_seq"]})
@@ -276,7 +274,8 @@ def test_a_follow_ends_with_an_error_when_its_table_is_dropped_and_never_reads_a
             for s in range(rnd.randint(1, 3)):
                 wh.commit(t, rows(1000 + s * 10, 10, "new"))
         f.thread.join(10)
-        new_rows = [r for _, b in f.drain_for(0.05) for r in b.column("name").to_pylist() if r.startswith("new")]
+        assert not f.thread.is_alive(), "the follow went on after its table was dropped"
+        new_rows = [r for _, b in f.take() for r in b.column("name").to_pylist() if r.startswith("new")]
         assert new_rows == [], "the old follow read the new table"
         assert isinstance(f.error, KeyError) and "was dropped" in str(f.error), f.error  # NOT_FOUND
         outcomes.append(("error", str(f.error)))
@@ -380,7 +379,10 @@ def test_sigterm_with_a_frozen_consumer_exits_within_the_shutdown_timeout(wareho
             consumer = python("-c", CONSUMER, server.uri, ticket, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             assert consumer.stdout.readline().strip() == "reading"
             consumer.send_signal(signal.SIGSTOP)
-            time.sleep(random.Random(600 + i).uniform(0.3, 0.8))  # gRPC's window and the socket fill up
+            # gRPC's window and the socket fill up: the stuck stream backs up into a full partition
+            wait_for(lambda: client.stats("t")["push"]["t"]["partitions"]["0"]["queued_batches"] == 4,
+                     "the frozen consumer's stream to back up into the partition", timeout=30)
+            time.sleep(random.Random(600 + i).uniform(0, 0.3))  # randomised timing: when SIGTERM comes
             sent = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
             server.proc.wait(timeout_s + 1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -35,21 +33,18 @@ def test_follow_started_before_commits_gets_every_row_once_in_commit_order(wh, c
     try:
         for i in range(5):
             wh.commit(t, rows(i * 100, 100))
+        # A later snapshot: once both endpoints are done with it, nothing of snapshots 1..5 (a
+        # duplicate) can still be on its way.
+        wh.commit(t, rows(500, 100))
         received = []
         for f in followers:
-            f.drain_for(0.1)
-        deadline = time.monotonic() + 30
-        while sum(len(_ids(f.received)) for f in followers) < 500 and time.monotonic() < deadline:
-            for f in followers:
-                f.drain_for(0.05)
-        for f in followers:
-            f.drain_for(0.3)  # nothing more may arrive: no duplicates
+            f.drain_until_done(6)
             snaps = [s for s, _ in f.received]
             assert snaps == sorted(snaps), "commit order within a bucket"
             for s, batch in f.received:  # snapshot s committed ids (s-1)*100 .. s*100-1
                 assert all((s - 1) * 100 <= i < s * 100 for i in batch.column("id").to_pylist())
             received += _ids(f.received)
-        assert sorted(received) == list(range(500))
+        assert sorted(received) == list(range(600))
     finally:
         for f in followers:
             f.cancel()
@@ -70,9 +65,10 @@ def test_follow_latest_full_then_deltas_with_bucket_filter_from_the_first_plan(w
         first = f.wait_rows(len(per_bucket[2]))
         assert set(_ids(first)) == per_bucket[2]  # the initial full plan is bucket-filtered too
         wh.commit(t, rows(0, 400, "again"))  # same ids land in the same buckets
-        got = f.wait_rows(2 * len(per_bucket[2]))
-        f.drain_for(0.3)
-        assert sorted(_ids(f.received)) == sorted(list(per_bucket[2]) * 2)
+        f.wait_rows(2 * len(per_bucket[2]))
+        wh.commit(t, rows(1000, 400, "later"))  # snapshot 3: done with it, the follow has sent all of 1 and 2
+        got = [(s, b) for s, b in f.drain_until_done(3) if s <= 2]
+        assert sorted(_ids(got)) == sorted(list(per_bucket[2]) * 2)  # nothing twice, nothing of other buckets
         assert [s for s, _ in got][-1] == 2
     finally:
         f.cancel()
@@ -100,20 +96,13 @@ def test_cancelled_follow_ends_its_server_stream(wh, client, server):
     fi = info(client, command({"table": t, "follow": True, **POLL}))
     with capture_logs() as logs:
         followers = [Follower(client, ep) for ep in fi.endpoints]
-        deadline = time.monotonic() + 5
-        while server.server.paimon.open_follows < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.server.paimon.open_follows == 2
+        wait_for(lambda: server.server.paimon.open_follows == 2, "both follows to open", timeout=5)
         wh.commit(t, rows(0, 10))
         for f in followers:
             f.cancel()
-        deadline = time.monotonic() + 5
-        while server.server.paimon.open_follows and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.server.paimon.open_follows == 0
-        deadline = time.monotonic() + 5
-        while len([e for e in logs if e.get("rpc") == "do_get"]) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: server.server.paimon.open_follows == 0, "both follows to end on the server", timeout=5)
+        wait_for(lambda: len([e for e in logs if e.get("rpc") == "do_get"]) >= 2, "both do_gets' end logged",
+                 timeout=5)
     # A follow ends only when its client closes it: the normal end, logged as such, not as a failure.
     ends = [e for e in logs if e.get("rpc") == "do_get"]
     assert [(e["event"], e["ended"]) for e in ends] == [("rpc_done", "the client closed the follow")] * 2
@@ -130,12 +119,7 @@ def test_killed_server_resumes_follow_from_the_consumers_committed_progress(wh, 
         for i in range(1, 4):
             wh.commit(t, rows(i * 100, 100))
         for f in followers:
-            f.wait_rows(1)
-        deadline = time.monotonic() + 30
-        while min(f.done for f in followers) < 4:  # each endpoint has sent snapshots 1..4
-            assert time.monotonic() < deadline, [f.done for f in followers]
-            for f in followers:
-                f.drain_for(0.05)
+            f.drain_until_done(4)  # each endpoint has sent snapshots 1..4
         assert sorted(i for f in followers for i in _ids(f.received)) == list(range(400))
         # The consumer has processed snapshots 1..4 on both endpoints: it commits 5.
         progress = FollowProgress(len(followers))
@@ -150,13 +134,8 @@ def test_killed_server_resumes_follow_from_the_consumers_committed_progress(wh, 
         client = Client(proc.uri, timeout=10)
         followers = [Follower(client, ep) for ep in info(client, cmd).endpoints]
         wh.commit(t, rows(500, 100))
-        deadline = time.monotonic() + 30
-        while sum(len(_ids(f.received)) for f in followers) < 200:
-            assert time.monotonic() < deadline
-            for f in followers:
-                f.drain_for(0.05)
         for f in followers:
-            f.drain_for(0.2)
+            f.drain_until_done(6)  # all of snapshots 5 and 6, and whatever came before them
             assert {s for s, _ in f.received} <= {5, 6}, "resumed exactly at the committed snapshot"
         assert sorted(i for f in followers for i in _ids(f.received)) == list(range(400, 600))
         for f in followers:

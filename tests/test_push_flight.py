@@ -33,6 +33,7 @@ class LineWatcher:
 
     def __init__(self, proc: subprocess.Popen):
         self.proc, self.sent, self.lines = proc, 0, []
+        self.last_sent_at = time.monotonic()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -41,22 +42,23 @@ class LineWatcher:
             self.lines.append(line)
             if line.startswith("sent "):
                 self.sent += 1
+                self.last_sent_at = time.monotonic()
 
     def wait_sent(self, n: int, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while self.sent < n:
-            assert time.monotonic() < deadline, f"producer sent only {self.sent} of {n}: {self.proc.stderr}"
-            time.sleep(0.02)
+        wait_for(lambda: self.sent >= n, lambda: f"the producer to send {n} batches (sent {self.sent})", timeout)
 
     def wait_stalled(self, quiet: float = 1.0, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        last, since = self.sent, time.monotonic()
-        while time.monotonic() - since < quiet or last == 0:  # a producer still starting up has not stalled
-            assert time.monotonic() < deadline, "producer never stalled"
-            time.sleep(0.05)
-            if self.sent != last:
-                last, since = self.sent, time.monotonic()
-        return last
+        """How many batches the producer had sent once it sent none for `quiet` s (a producer still
+        starting up has not stalled). Quiet for a while is the only sign of a producer blocked by
+        backpressure the server shows; to know only that it is blocked, use `wait_blocked`."""
+        wait_for(lambda: self.sent and time.monotonic() - self.last_sent_at >= quiet, "the producer to stall", timeout)
+        return self.sent
+
+    def wait_blocked(self, client: Client, name: str, capacity: int, timeout: float = 30) -> None:
+        """Until the server holds `capacity` batches of partition 0 and the producer has sent more:
+        it is blocked on the full partition."""
+        wait_for(lambda: self.sent > capacity and partition_stats(client, name)["queued_batches"] == capacity,
+                 lambda: f"the producer to block on the full partition (sent {self.sent})", timeout)
 
 
 def drain(client: Client, name: str, partition: int = 0, timeout: float = 60) -> list[pa.RecordBatch]:
@@ -137,10 +139,7 @@ def test_fail_action_returns_at_once_and_reader_gets_batches_then_cause(client):
 
     t = threading.Thread(target=produce, daemon=True)
     t.start()
-    deadline = time.monotonic() + 10
-    while partition_stats(client, "t")["queued_batches"] < 3:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(lambda: partition_stats(client, "t")["queued_batches"] == 3, "the producer to fill the partition")
     Client(client.uri, timeout=3).fail("t", "upstream shard 7 crashed")  # full, no reader: returns at once
     t.join(10)
     assert writer_error and "upstream shard 7 crashed" in str(writer_error[0])
@@ -175,7 +174,7 @@ def test_killed_producer_fails_reader(client, blocked):
     args = ["--batches", "1000"] + (["--rows", str(BIG_ROWS)] if blocked else ["--rate", "50"])
     proc = start_counter(client.uri, "t", *args)
     watcher = LineWatcher(proc)
-    watcher.wait_stalled() if blocked else watcher.wait_sent(5)
+    watcher.wait_blocked(client, "t", 2) if blocked else watcher.wait_sent(5)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     drain_until_error(client, "t", flight.FlightError, "broke", timeout=20)
@@ -314,7 +313,7 @@ def test_shutdown_ends_open_streams_with_an_error(warehouse):
         client = Client(proc.uri, timeout=10)
         client.register("t", SCHEMA, capacity=1)
         producer = start_counter(proc.uri, "t", "--batches", "1000", "--rows", str(BIG_ROWS))
-        LineWatcher(producer).wait_stalled()
+        LineWatcher(producer).wait_blocked(client, "t", 1)
         client.register("idle", SCHEMA)
         reader_error = []
 

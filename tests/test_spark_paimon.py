@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from tests.conftest import wait_for
 from tests.paimon_tables import SCHEMA, rows, sort_rows
 
 
@@ -71,13 +71,15 @@ def start_stream(spark, uri: str, table: str, checkpoint: str, sink, trigger: di
             .option("checkpointLocation", checkpoint).start())
 
 
-def wait_for(predicate, query, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
+def delivered(query, predicate):
+    """A condition for `wait_for`: `predicate()`, failing at once with the query's error if it stopped."""
+
+    def condition():
         if query.exception():
             raise query.exception()
-        assert time.monotonic() < deadline, "the stream did not deliver in time"
-        time.sleep(0.1)
+        return predicate()
+
+    return condition
 
 
 @pytest.mark.timeout(300)
@@ -96,18 +98,18 @@ def test_stream_restarted_from_checkpoint_delivers_each_row_once(fp, server, pai
     opts = {"read.stream.maxSnapshotsPerTrigger": "1"}
     query = start_stream(fp, server.uri, table, ckpt, sink, trigger, **opts)
     try:
-        wait_for(lambda: seen() >= 500, query)
+        wait_for(delivered(query, lambda: seen() >= 500), "the first 500 rows", timeout=60)
         paimon.commit(table, rows(500, 100))  # committed while the query runs
         paimon.commit(table, rows(600, 100))
-        wait_for(lambda: seen() >= 700, query)
+        wait_for(delivered(query, lambda: seen() >= 700), "700 rows", timeout=60)
     finally:
         query.stop()
     paimon.commit(table, rows(700, 100))  # committed while the query is down
     query = start_stream(fp, server.uri, table, ckpt, sink, trigger, **opts)
     try:
         paimon.commit(table, rows(800, 100))
-        wait_for(lambda: seen() >= 900, query)
-        time.sleep(1)  # a few more triggers: nothing may arrive twice
+        wait_for(delivered(query, lambda: seen() >= 900), "900 rows", timeout=60)
+        query.processAllAvailable()  # every snapshot there is processed: a row twice would be here by now
     finally:
         query.stop()
     counts = Counter(i for ids in by_batch.values() for i in ids)
@@ -200,12 +202,13 @@ def test_consumer_id_records_progress_a_new_checkpoint_resumes_from(fp, server, 
     query = start_stream(fp, server.uri, table, str(tmp_path / "first"), sink,
                          {"processingTime": "200 milliseconds"}, **opts)
     try:
-        wait_for(lambda: sum(map(len, by_batch.values())) >= 100, query)
+        wait_for(delivered(query, lambda: sum(map(len, by_batch.values())) >= 100), "the first 100 rows",
+                 timeout=60)
         for i in range(1, 4):
             paimon.commit(table, rows(i * 100, 100))
-        wait_for(lambda: sum(map(len, by_batch.values())) >= 400, query)
+        wait_for(delivered(query, lambda: sum(map(len, by_batch.values())) >= 400), "400 rows", timeout=60)
         # Spark commits a batch once the next one is planned: progress trails by at most one.
-        wait_for(lambda: (progress() or 0) >= 4, query)
+        wait_for(delivered(query, lambda: (progress() or 0) >= 4), "the consumer's progress to reach 4", timeout=60)
     finally:
         query.stop()
     first = sorted(i for ids in by_batch.values() for i in ids)

@@ -15,10 +15,9 @@ import pytest
 from pypaimon import Schema
 
 from tests.paimon_tables import commit_arrow
-from tests.conftest import ROOT, child_env
-from tests.conftest import wait_for as until
+from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Warehouse, rows
-from tests.test_spark_paimon import read, run_available_now, start_stream, wait_for
+from tests.test_spark_paimon import delivered, read, run_available_now, start_stream
 
 
 def ids(batches: list[list[int]]) -> list[int]:
@@ -57,7 +56,7 @@ def test_consumer_id_under_available_now_records_progress_shared_with_the_cli(fp
     paimon.commit(table, rows(500, 100))
     paimon.commit(table, rows(600, 100))
     assert cli_tail(server.uri, table, "shared", 150) == list(range(500, 650))
-    until(lambda: progress(client, table, "shared") == 7, "the CLI to record its progress")
+    wait_for(lambda: progress(client, table, "shared") == 7, "the CLI to record its progress")
     # ...which Spark continues from on yet another checkpoint (snapshot 7 again: at least once).
     paimon.commit(table, rows(700, 100))
     assert ids(run_available_now(fp, server.uri, table, str(tmp_path / "c"), **opts)) == list(range(600, 800))
@@ -114,17 +113,19 @@ def test_min_rows_per_trigger_holds_a_trigger_until_enough_rows_or_the_delay(fp,
     query = start_stream(fp, server.uri, table, str(tmp_path / "ckpt"), sink, {"processingTime": "100 milliseconds"},
                          **opts)
     try:
-        wait_for(lambda: query.lastProgress is not None, query)
+        wait_for(delivered(query, lambda: query.lastProgress is not None), "the query's first trigger", timeout=60)
         for i in range(1, 6):  # 5 commits of 10 rows: the trigger fires once all 50 are there
             paimon.commit(table, rows(i * 10, 10))
-            time.sleep(0.3)
-        wait_for(lambda: any(by_batch.values()), query)
+            time.sleep(0.3)  # paces the commits: triggers (every 100 ms) see 10, 20, ... rows, too few
+        wait_for(delivered(query, lambda: any(by_batch.values())), "the first non-empty micro-batch",
+                 timeout=60)
         first = [b for b in by_batch.values() if b][0]
         assert first == list(range(10, 60)), first
         # 10 more rows never reach 50: the delay releases them.
         started = time.monotonic()
         paimon.commit(table, rows(60, 10))
-        wait_for(lambda: sum(map(len, by_batch.values())) == 60, query, timeout=30)
+        wait_for(delivered(query, lambda: sum(map(len, by_batch.values())) == 60), "the delayed 10 rows",
+                 timeout=30)
         assert time.monotonic() - started >= 1.0, "the trigger did not wait for rows or the delay"
     finally:
         query.stop()
@@ -185,7 +186,7 @@ def test_changelog_stream_of_a_primary_key_table_equals_pypaimons_changelog_read
     query = start_stream(fp, server.uri, table, str(tmp_path / "ckpt"), sink, {"processingTime": "100 milliseconds"},
                          **{"read.changelog": "true", "scan.mode": "latest"})
     try:
-        wait_for(lambda: query.lastProgress is not None, query)
+        wait_for(delivered(query, lambda: query.lastProgress is not None), "the query's first trigger", timeout=60)
         commit(changes((0, "a0", "-U"), (3, "a3", "+I")))
         commit(changes((0, "b0", "+U")))
         commit(changes((1, "a1", "-D")))
@@ -193,8 +194,9 @@ def test_changelog_stream_of_a_primary_key_table_equals_pypaimons_changelog_read
         for _ in range(3):
             frame = reader.to_arrow(next(plans).splits())
             expected += [(r["_row_kind"], r["id"], r["name"]) for r in frame.to_pylist()]
-        wait_for(lambda: sum(map(len, got.values())) >= len(expected), query)
-        time.sleep(0.5)  # a few more triggers: nothing more may arrive
+        wait_for(delivered(query, lambda: sum(map(len, got.values())) >= len(expected)), "the changes",
+                 timeout=60)
+        query.processAllAvailable()  # every commit there is processed: anything more would be here by now
     finally:
         query.stop()
     received = [row for b in sorted(got) for row in got[b]]

@@ -10,6 +10,8 @@ import pyarrow as pa
 import pytest
 
 from producers import Client
+from tests.conftest import wait_for
+from tests.test_spark_paimon import delivered
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
 
@@ -71,14 +73,19 @@ def test_producer_failure_fails_the_query_with_its_cause(fp, server, client):
 
 @pytest.mark.timeout(300)
 def test_stream_of_push_table_restarted_from_checkpoint_sees_every_row_once(fp, server, client, tmp_path):
-    client.register("feed", SCHEMA, capacity=8, partitions=2)
-    per_partition = 120  # batches of 10 rows, one every 20 ms: ~2.5 s of pushing
-    producers = [produce(server.uri, "feed", p, p * 1_000_000, per_partition, 10, pause=0.02) for p in (0, 1)]
-    expected = sorted(p * 1_000_000 + i for p in (0, 1) for i in range(per_partition * 10))
+    # Two writers per partition: the first pushes the first half while the first query runs, the
+    # second pushes the rest only once that query has stopped, so it stops mid-stream by design.
+    client.register("feed", SCHEMA, capacity=8, partitions=2, writers=2)
+    half = 60  # batches of 10 rows per partition and writer, one every 20 ms
+    first_half = [produce(server.uri, "feed", p, p * 1_000_000, half, 10, pause=0.02) for p in (0, 1)]
+    expected = sorted(p * 1_000_000 + i for p in (0, 1) for i in range(2 * half * 10))
     by_batch: dict[int, list[int]] = {}  # foreachBatch keyed by batch id: a re-run batch overwrites
 
     def sink(df, batch_id):
         by_batch[batch_id] = [r.id for r in df.select("id").collect()]
+
+    def seen() -> int:
+        return sum(map(len, list(by_batch.values())))
 
     def start():
         stream = fp.readStream.format("flight-paimon").option("uri", server.uri).option("push", "feed").load()
@@ -86,23 +93,24 @@ def test_stream_of_push_table_restarted_from_checkpoint_sees_every_row_once(fp, 
                 .option("checkpointLocation", str(tmp_path / "ckpt")).start())
 
     query = start()
-    deadline = time.monotonic() + 60
-    while sum(map(len, by_batch.values())) < 300 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    query.stop()  # mid-stream: the producers are still pushing
-    seen_first = sum(map(len, by_batch.values()))
-    assert 0 < seen_first < len(expected)
+    try:
+        wait_for(delivered(query, lambda: seen() >= 300), "the first query's first 300 rows", timeout=60)
+    finally:
+        query.stop()
+    # What the first query's sink took, as its batches recorded it: each partition's rows from its
+    # start with no gap (the restart must go on from exactly there).
+    for p in (0, 1):
+        got = sorted(i for ids in by_batch.values() for i in ids if i // 1_000_000 == p)
+        assert got == list(range(p * 1_000_000, p * 1_000_000 + len(got))), got[:3]
+    second_half = [produce(server.uri, "feed", p, p * 1_000_000 + half * 10, half, 10, pause=0.02) for p in (0, 1)]
 
     query = start()
     try:
-        deadline = time.monotonic() + 90
-        while sum(map(len, by_batch.values())) < len(expected) and time.monotonic() < deadline:
-            if query.exception():
-                raise query.exception()
-            time.sleep(0.2)
+        wait_for(delivered(query, lambda: seen() >= len(expected)), lambda: f"every row ({seen()} of {len(expected)})",
+                 timeout=90)
     finally:
         query.stop()
-    for t in producers:
+    for t in first_half + second_half:
         t.join(10)
     counts = Counter(i for rows in by_batch.values() for i in rows)
     assert sorted(counts) == expected, "rows lost"

@@ -123,10 +123,9 @@ def test_jsonl_is_strict_json_that_equals_the_source_rows(client):
 @pytest.mark.timeout(60)
 def test_ctrl_c_in_a_real_terminal_ends_tail_quietly_and_the_rate_shows_only_there(client):
     """tail under a pseudo-terminal (its controlling terminal): Ctrl-C is typed, not signalled."""
-    import os
-    import pty
-    import select
     import time
+
+    from tests.terminal import Terminal
 
     client.register("tty", SCHEMA, capacity=8)
     sink = client.sink("tty")
@@ -137,7 +136,7 @@ def test_ctrl_c_in_a_real_terminal_ends_tail_quietly_and_the_rate_shows_only_the
         while not stop.is_set():
             sink.write(make_batch(i * 2, 2))
             i += 1
-            time.sleep(0.02)
+            time.sleep(0.02)  # paces the producer: rows keep flowing while the tail runs
 
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
@@ -145,33 +144,18 @@ def test_ctrl_c_in_a_real_terminal_ends_tail_quietly_and_the_rate_shows_only_the
     consumer = threading.Thread(target=lambda: consumed.extend(
         client.read_endpoint(client.info("tty").endpoints[0], timeout=60)), daemon=True)
     consumer.start()
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the pty is its controlling terminal
-        os.chdir(ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "flight_server.cli", "tail", "push:tty", "--uri", client.uri],
-                  child_env())
-    screen = b""
-
-    def read_until(pattern: bytes, timeout: float) -> None:
-        nonlocal screen
-        deadline = time.monotonic() + timeout
-        while pattern not in screen:
-            assert time.monotonic() < deadline, screen[-500:]
-            if select.select([fd], [], [], 0.1)[0]:
-                try:
-                    screen += os.read(fd, 65536)
-                except OSError:  # the child has gone: EIO on the master
-                    return
-
+    term = Terminal([sys.executable, "-m", "flight_server.cli", "tail", "push:tty", "--uri", client.uri])
     try:
-        read_until(b"rows/s", 20)  # the live rate: stderr is a terminal here
-        os.write(fd, b"\x03")  # Ctrl-C, through the terminal's line discipline
-        read_until(b" rows in ", 20)
-        _, status = os.waitpid(pid, 0)
+        term.read_until(b"rows/s", "the live rate (stderr is a terminal here)")
+        term.type(b"\x03")  # Ctrl-C, through the terminal's line discipline
+        term.read_until(b" rows in ", "the summary line")
+        code = term.wait()
     finally:
         stop.set()
         producer.join(10)
-    assert os.waitstatus_to_exitcode(status) == 0, screen[-1000:]
+        term.stop()
+    screen = term.screen
+    assert code == 0, screen[-1000:]
     assert b"Traceback" not in screen and b"KeyboardInterrupt" not in screen
     sink.close()  # the producer was never touched: it ends cleanly
     consumer.join(30)
