@@ -33,9 +33,9 @@ def start_server(warehouse: str) -> tuple[subprocess.Popen, str, str]:
 def demo_operations(uri: str, metrics_url: str) -> None:
     import urllib.request
 
-    section("operations: /healthz, the health action, and some of /metrics (Prometheus)")
+    section("operations: /healthz (503 \"stopping\" while a SIGTERM drains), the health action, some of /metrics")
     print("/healthz:", urllib.request.urlopen(metrics_url + "/healthz", timeout=10).read().decode().strip())
-    print("health action:", Client(uri).action("health"))
+    print("health action (Client.health, a typed result):", Client(uri).health())
     text = urllib.request.urlopen(metrics_url + "/metrics", timeout=10).read().decode()
     wanted = ("flight_paimon_rows_total{", "flight_paimon_rpcs_total{", "flight_paimon_push_queued_bytes{")
     for line in text.splitlines():
@@ -224,11 +224,13 @@ def demo_paimon(uri: str, warehouse: str) -> None:
     section("Paimon table: tail --consumer-id commits progress after printing; the next tail resumes there")
     viewer = [sys.executable, "-m", "flight_server.cli", "tail", name, "--consumer-id", "demo-viewer",
               "--format", "jsonl", "--uri", uri]
-    print(run(*viewer, "--from", "earliest", "--limit", "7"), end="")
-    progress = client.action("consumer_progress", {"table": name, "consumer_id": "demo-viewer"})
-    print(f"recorded progress: {progress}; committing ids 10..11, then a new tail resumes")
+    print(run(*viewer, "--from", "earliest", "--limit", "10"), end="")
+    progress = client.consumer_progress(name, "demo-viewer")
+    print(f"recorded progress: next snapshot {progress} (the snapshots every endpoint had finished when the "
+          "tail stopped); committing ids 10..11, then a new tail resumes there")
     write_snapshot(table, 10, 2)
-    print(run(*viewer, "--limit", "5"), end="")
+    # A recorded progress beats --from (as in Paimon's connectors); without one the tail starts at the earliest.
+    print(run(*viewer, "--from", "earliest", "--limit", "5"), end="")
 
 
 def demo_ingest(uri: str, warehouse: str, spark) -> None:
