@@ -64,17 +64,6 @@ class Running:
     def count(self, word: str) -> int:
         return sum(1 for line in list(self.lines) if line.split(" ", 1)[0] == word)
 
-    def wait_until_stalled(self, quiet_s: float, deadline_s: float) -> None:
-        """Return once no line has come for `quiet_s` (after the first ack); fail after `deadline_s`.
-        (Quiet for a while is the only sign of a producer blocked by backpressure the server shows.)"""
-
-        def stalled() -> bool:
-            assert self.proc.poll() is None, \
-                f"the producer exited (code {self.proc.returncode}) instead of stalling: {self.lines[-5:]}"
-            return bool(self.count("ack")) and time.monotonic() - self.last_line_at >= quiet_s
-
-        wait_for(stalled, lambda: f"the producer to stall: {self.lines[-5:]}", deadline_s)
-
     def wait_until_blocked(self, client, table: str, capacity: int, timeout: float = 60) -> None:
         """Return once the server holds `capacity` batches of the partition and the producer has
         handed gRPC more than that: it is blocked on the full partition (no quiet period needed)."""
@@ -82,7 +71,8 @@ class Running:
         def blocked() -> bool:
             assert self.proc.poll() is None, \
                 f"the producer exited (code {self.proc.returncode}) with no reader: {self.lines[-5:]}"
-            return self.count("sent") > capacity and partition_stats(client, table)["queued_batches"] == capacity
+            stats = partition_stats(client, table)
+            return self.count("sent") > capacity and stats["queued_batches"] == capacity and stats["blocked_writers"] == 1
 
         wait_for(blocked, lambda: f"the producer to block on the full partition: {self.lines[-5:]}", timeout)
 
@@ -144,7 +134,8 @@ def test_stalled_consumer_blocks_producer_until_drained(producer, server, client
     p = Running(producer, "--uri", server.uri, "--table", "slow", "--batches", str(batches),
                 "--rows", "16000", "--timeout", "100")
     try:
-        p.wait_until_stalled(quiet_s=2.0, deadline_s=60)
+        p.wait_until_blocked(client, "slow", capacity)  # the server waits for room: it pushes back
+        wait_for(lambda: p.count("ack") == capacity, lambda: f"the producer to see {capacity} acks: {p.lines[-5:]}")
         assert p.proc.poll() is None, f"the producer ended with no reader: {p.lines[-3:]}"
         sent, acks = p.count("sent"), p.count("ack")
         assert sent < batches, "every send went through although nobody read"

@@ -57,13 +57,11 @@ def test_max_memory_holds_pushed_bytes_under_the_bound_and_refuses_what_cannot_f
 
         producer = threading.Thread(target=produce, name="big-producer", daemon=True)
         producer.start()
-        wait_for(lambda: partition(client, "big")["queued_batches"] == 3, "three 17 MiB batches held", 30)
-        peak = 0
-        for _ in range(20):  # it stays there: the fourth would pass 64 MiB
-            stats = partition(client, "big")
-            peak = max(peak, rss.memory_info().rss - baseline)
-            assert stats["queued_batches"] == 3 and stats["queued_bytes"] <= 64 * MiB, stats
-            threading.Event().wait(0.05)
+        # The fourth batch is read and waits for room: it would pass 64 MiB.
+        wait_for(lambda: partition(client, "big")["blocked_writers"] == 1, "the fourth 17 MiB batch to wait", 30)
+        stats = partition(client, "big")
+        peak = rss.memory_info().rss - baseline
+        assert stats["queued_batches"] == 3 and stats["queued_bytes"] <= 64 * MiB, stats
         assert producer.is_alive()
         # What the server process grew by (340 MiB were pushed): the 51 MiB held, the fourth batch
         # the server has read and holds until there is room (it cannot know a batch's size before

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from flight_server.wire.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
 from flight_server.push.log import PartitionLog
+from tests.conftest import wait_for
 from flight_server.wire.schemas import parse_spec, schema_difference
 from flight_server.tickets import PaimonTicket, PushTicket, TicketCodec
 from flight_server.wire.requests import PaimonRequest
@@ -36,7 +37,8 @@ def test_full_partition_blocks_append_until_commit():
     appended = threading.Event()
     t = threading.Thread(target=lambda: (log.append(batch(2)), appended.set()), daemon=True)
     t.start()
-    assert not appended.wait(0.3), "append past capacity must wait"
+    wait_for(lambda: log.stats().blocked_writers == 1, "the append past capacity to wait for room")
+    assert not appended.is_set(), "append past capacity must wait"
     assert ids(log.read_range(0, 1)) == [0]
     log.commit(1)
     assert appended.wait(5), "commit must free room for the blocked append"

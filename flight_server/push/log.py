@@ -53,6 +53,7 @@ class PartitionStats:
     writers_attached: int
     writers_done: int
     writers: int
+    blocked_writers: int  # appends waiting for room now (the partition pushes back on its producers)
     reader: str | None
     viewers: int
     named_producers: int
@@ -86,6 +87,7 @@ class PartitionLog:
         self._views: list[PartitionView] = []  # viewers (flight_cli tail): offered each append
         self._queued_bytes = 0
         self._waiting = 0  # producers waiting in append for room
+        self._blocked = 0  # of those, the ones that found none and wait
         self._rows_in = 0
         self._rows_out = 0
         self._freed_for_room = False  # a read to EOF freed batches it was sent (see read_to_end)
@@ -147,6 +149,7 @@ class PartitionLog:
                 raise LimitExceeded(f"Refused: {message}. The partition failed.")
             self._waiting += 1
             slices = Slices()
+            blocked = False
             try:
                 while not self._has_room_locked(size):
                     if cancelled():
@@ -154,10 +157,13 @@ class PartitionLog:
                             raise Cancelled(f"Producer {producer[0]!r} of {self.label} went away while blocked.")
                         self._fail_locked(f"the producer's stream to {self.label} broke while blocked")
                         raise Cancelled(f"The producer of {self.label} went away; the partition failed.")
+                    if not blocked:
+                        blocked, self._blocked = True, self._blocked + 1
                     self._cond.wait(slices())
                     self._raise_unless_open()
             finally:
                 self._waiting -= 1
+                self._blocked -= blocked
             if producer is not None:
                 name, producer_seq = producer
                 if producer_seq <= self._producers.get(name, -1):
@@ -410,6 +416,7 @@ class PartitionLog:
                 writers_attached=self._writers_attached,
                 writers_done=self._writers_done,
                 writers=self.writers,
+                blocked_writers=self._blocked,
                 reader=self._reader,
                 viewers=len(self._views),
                 named_producers=len(self._producers),
