@@ -48,17 +48,21 @@ class LineWatcher:
         wait_for(lambda: self.sent >= n, lambda: f"the producer to send {n} batches (sent {self.sent})", timeout)
 
     def wait_stalled(self, quiet: float = 1.0, timeout: float = 30) -> int:
-        """How many batches the producer had sent once it sent none for `quiet` s (a producer still
-        starting up has not stalled). Quiet for a while is the only sign of a producer blocked by
-        backpressure the server shows; to know only that it is blocked, use `wait_blocked`."""
+        """How many batches the producer had sent once it sent none for `quiet` s: a count that
+        only a stopped producer gives (the server's `blocked_writers` says it pushes back, not
+        that the producer has filled gRPC's buffers); to know only that it is blocked, use
+        `wait_blocked`."""
         wait_for(lambda: self.sent and time.monotonic() - self.last_sent_at >= quiet, "the producer to stall", timeout)
         return self.sent
 
     def wait_blocked(self, client: Client, name: str, capacity: int, timeout: float = 30) -> None:
-        """Until the server holds `capacity` batches of partition 0 and the producer has sent more:
-        it is blocked on the full partition."""
-        wait_for(lambda: self.sent > capacity and partition_stats(client, name)["queued_batches"] == capacity,
-                 lambda: f"the producer to block on the full partition (sent {self.sent})", timeout)
+        """Until the server holds `capacity` batches of partition 0, an append of the producer's
+        waits for room (the server pushes back) and the producer has sent more."""
+        def blocked() -> bool:
+            stats = partition_stats(client, name)
+            return self.sent > capacity and stats["queued_batches"] == capacity and stats["blocked_writers"] == 1
+
+        wait_for(blocked, lambda: f"the producer to block on the full partition (sent {self.sent})", timeout)
 
 
 def drain(client: Client, name: str, partition: int = 0, timeout: float = 60) -> list[pa.RecordBatch]:
