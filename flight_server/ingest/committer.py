@@ -281,6 +281,11 @@ class TableCommitter:
         with self._cond:
             return self._closed is None
 
+    @property
+    def is_running(self) -> bool:
+        """Whether one of its threads still runs (a closed committer's commit may still be landing)."""
+        return any(t.is_alive() for t in (self._thread, *self._threads))
+
     def join(self, timeout: float) -> bool:
         """Wait (at most `timeout` s) for the threads to stop: after `close`, once the writes and
         the commit in flight landed. False if one outlived the bound."""

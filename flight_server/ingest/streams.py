@@ -42,6 +42,7 @@ class Ingest:
         self._on_commit = on_commit
         self._lock = threading.Lock()
         self._committers: dict[str, TableCommitter] = {}
+        self._retired: list[TableCommitter] = []  # replaced by a table created again: joined at close
         self._closed: str | None = None
 
     def drop(self, name: str, reason: str, wait_s: float = 30.0) -> None:
@@ -75,6 +76,8 @@ class Ingest:
             fresh = self._committers[name]
         if stale is not None:
             stale.close(f"Paimon table {name!r} was dropped and created again")
+            with self._lock:
+                self._retired = [c for c in self._retired if c.is_running] + [stale]
         return fresh
 
     def producer_state(self, name: str, producer: str) -> dict:
@@ -105,7 +108,7 @@ class Ingest:
         once the writes and commits in flight landed; False if one outlived the bound."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            committers = list(self._committers.values())
+            committers = [*self._committers.values(), *self._retired]
         return all([c.join(max(0.0, deadline - time.monotonic())) for c in committers])
 
     def put(self, target: WriteTarget, schema: pa.Schema, chunks: Chunks,

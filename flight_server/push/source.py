@@ -187,4 +187,5 @@ def _pump_named(part: PartitionLog, producer: str, chunks: Chunks, on_append, ca
     except producer_stream.StreamBroken as e:
         raise InvalidRequest(f"Producer {producer!r}'s stream to {part.label} {e.reason}; the partition "
                              "stays open for its retry.") from None
-    fields.update(appended=appended, duplicates=received - appended)
+    finally:
+        fields.update(appended=appended, duplicates=received - appended)

@@ -53,8 +53,13 @@ class Body(Message):
     """An action's body: what its caller set (None and default fields are left out)."""
 
     def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default}
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            # a default is left out only as itself: True is not 1, 16.0 is not 16 (the server refuses those)
+            if value is not None and not (type(value) is type(f.default) and value == f.default):
+                out[f.name] = value
+        return out
 
 @dataclass(frozen=True)
 class RegisterBody(Body):
