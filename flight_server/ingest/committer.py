@@ -3,8 +3,8 @@
 Streams `submit` batches into one queue. Writer threads take them off it a chunk at a time
 (64k rows or 8 MiB, coalesced into one Arrow batch: pypaimon's per-call work and a thread's
 wake-up are paid per chunk, not per producer batch; a seal takes the rest) and write them with
-pypaimon's native (Rust) writer, which encodes Parquet without the GIL. Where Paimon lets several writers share a bucket (append
-tables with bucket -1) each writer thread has its own writer; a table that routes rows to
+pypaimon's native (Rust) writer, which encodes Parquet without the GIL. Where Paimon lets
+several writers share a bucket (append tables with bucket -1) each writer thread has its own writer; a table that routes rows to
 buckets (primary keys, fixed buckets) has one, as Java Paimon writes a bucket through one writer.
 
 The commit thread seals what is written at most every `interval_s` (sooner once `commit_bytes`
@@ -290,10 +290,9 @@ class TableCommitter:
         """Wait (at most `timeout` s) for the threads to stop: after `close`, once the writes and
         the commit in flight landed. False if one outlived the bound."""
         deadline = time.monotonic() + timeout
-        threads = (self._thread, *self._threads)
-        for t in threads:
+        for t in (self._thread, *self._threads):
             t.join(max(0.0, deadline - time.monotonic()))
-        return not any(t.is_alive() for t in threads)
+        return not self.is_running
 
     def stats(self) -> dict:
         """What `stats` shows of the table's durable writes on this server."""
