@@ -145,6 +145,7 @@ class _MaintenanceCollector:
     GAUGES = (("snapshots", "Snapshots the table keeps"), ("data_files", "Data files its latest snapshot reads"),
               ("data_bytes", "Bytes of those data files"))
     COUNTERS = (("compactions", "COMPACT snapshots this server committed"),
+                ("compacted_bytes", "Bytes of the data files those compactions rewrote"),
                 ("expiries", "Expiry rounds that expired snapshots"),
                 ("files_deleted", "Data, changelog and manifest files expiry deleted"))
 

@@ -167,6 +167,63 @@ def acks(runs: int, seconds: float) -> dict:
             "maintained": summary(out["maintained"]), "write_only": summary(out["write_only"])}
 
 
+def parts(runs: int, counts: list[int], batches: int) -> dict:
+    """What the part files compaction leaves cost a read: a bucket of N files of `batches` x 64k
+    rows of bench_ingest's schema (20: ~18 MiB of Parquet, about the part-file size, which
+    compaction leaves until they add up to target-file-size) against the same rows in one commit,
+    full reads through Flight (median of `runs`, alternating). Both tables are `write-only`
+    (nothing compacts them meanwhile)."""
+    import bench_ingest as bi
+    from pypaimon import CatalogFactory
+
+    part_rows = batches * bi.BIG_ROWS
+    data = bi.make_batches(bi.BIG_ROWS, batches)
+    shape = {"bucket": "1", "bucket-key": "id", "write-only": "true"}
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-maintenance-parts-") as tmp:
+        warehouse = os.path.join(tmp, "warehouse")
+        server = ServerProcess(warehouse, stderr=open(os.path.join(tmp, "server.log"), "w"))
+        client = Client(server.uri, timeout=300)
+        catalog = CatalogFactory.create({"warehouse": warehouse})
+        try:
+            for n in counts:
+                tables = (f"db.parts{n}", f"db.one{n}")
+                for t in tables:
+                    client.create_table(t, bi.SCHEMA, options=shape)
+                for commit in range(n):  # n commits of one part each
+                    _commit(catalog, tables[0], data)
+                _commit(catalog, tables[1], [b for _ in range(n) for b in data])
+                files = catalog.get_table(tables[0]).new_read_builder().new_scan().file_scanner.plan_files()
+                reads = {t: [] for t in tables}
+                full_read_s(client, tables[0])  # warm: the server's first read of a table loads it
+                full_read_s(client, tables[1])
+                for run in range(runs):
+                    for t in (tables if run % 2 == 0 else tables[::-1]):
+                        reads[t].append(full_read_s(client, t))
+                row = {"part_files": len(files), "part_mib": statistics.median(f.file.file_size for f in files) / 2**20,
+                       "rows": n * part_rows, "parts_read_s": statistics.median(reads[tables[0]]),
+                       "one_file_read_s": statistics.median(reads[tables[1]])}
+                row["parts_vs_one_file"] = row["parts_read_s"] / row["one_file_read_s"]
+                row["ms_per_extra_file"] = 1000 * (row["parts_read_s"] - row["one_file_read_s"]) / max(1, n - 1)
+                out.append(row)
+                print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+        finally:
+            client.close()
+            server.stop()
+    return {"command": " ".join(["scripts/bench_maintenance.py", *sys.argv[1:]]), "runs": runs, "samples": out}
+
+
+def _commit(catalog, name: str, batches: list) -> None:
+    table = compat.native_write_table(catalog.get_table(name))
+    builder = table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    for b in batches:
+        write.write_arrow_batch(b)
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--commits", type=int, default=36000, help="commits into each table (an hour at 10/s)")
@@ -178,7 +235,17 @@ def main() -> int:
     ap.add_argument("--acks", action="store_true", help="measure ack latency with and without maintenance instead")
     ap.add_argument("--acks-runs", type=int, default=3)
     ap.add_argument("--acks-seconds", type=float, default=60)
+    ap.add_argument("--parts", action="store_true", help="measure what the part files compaction leaves cost a read")
+    ap.add_argument("--parts-counts", default="5,15", help="part files a bucket holds, comma separated")
+    ap.add_argument("--parts-runs", type=int, default=7)
+    ap.add_argument("--parts-batches", type=int, default=20, help="64k-row batches a part file holds")
     args = ap.parse_args()
+    if args.parts:
+        result = parts(args.parts_runs, [int(n) for n in args.parts_counts.split(",")], args.parts_batches)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
+        return 0
     if args.acks:
         result = acks(args.acks_runs, args.acks_seconds)
         print(json.dumps({k: v for k, v in result.items() if k not in ("maintained", "write_only")}

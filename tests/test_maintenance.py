@@ -537,3 +537,66 @@ def test_a_primary_key_table_this_server_cannot_merge_is_expired_but_not_compact
     assert whole.num_rows == 12 * 20
     with pytest.raises(pa.ArrowInvalid, match="deletion vectors"):
         client.action(names.COMPACT, {"table": "db.k"})
+
+
+def _files(*sizes: int) -> list:
+    from flight_server.maintenance.store import LiveFile
+
+    return [LiveFile(None, f"f{i}", size, 1, i, 0) for i, size in enumerate(sizes)]
+
+
+def test_pick_merges_tiny_files_by_size_ratio_and_part_files_once_they_add_up_to_the_target():
+    from flight_server.maintenance.compaction import pick
+    from flight_server.maintenance.options import MaintenanceOptions
+
+    opts = MaintenanceOptions(target_file_size=1600)  # part files: 100 and up
+    names = lambda files: [f.name for f in files]  # noqa: E731
+    assert pick(_files(10, 10, 10, 10), opts) == [], "fewer than min-file-num tiny files wait"
+    assert names(pick(_files(50, 10, 10, 10, 10), opts)) == ["f1", "f2", "f3", "f4"], \
+        "the newest tiny files merge, and not an older one larger than their run"
+    assert names(pick(_files(30, 10, 10, 10, 10), opts)) == ["f0", "f1", "f2", "f3", "f4"]
+    parts = _files(*[300] * 6)
+    assert pick(parts[:5], opts) == [], "part files below the target together wait"
+    assert names(pick(parts, opts)) == [f"f{i}" for i in range(6)], "once they add up to it they merge"
+    assert names(pick(_files(900, 900, 200, 200, 200, 200), opts)) == ["f1", "f2", "f3", "f4", "f5"], \
+        "the window slides past a file too large to join min-file-num others under the target"
+    assert pick(_files(900, 900, 900), opts) == []
+    assert names(pick(_files(*[100] * 9), MaintenanceOptions(target_file_size=1600, max_file_num=8))) == \
+        [f"f{i}" for i in range(8)], "max-file-num part files merge whatever they add up to"
+    assert pick(_files(1600, 1600, 1600, 1600, 1600), opts) == [], "files of the target size are left alone"
+
+
+def test_part_files_wait_until_they_add_up_to_the_target(fast, warehouse):
+    from flight_server.maintenance.store import TableStore
+
+    running, client = fast
+    client.create_table("db.p", INGEST_SCHEMA, options={"bucket": "1", "bucket-key": "id", "target-file-size": "512 kb"})
+    descriptor = flight.FlightDescriptor.for_path(*names.paimon_path("db.p"))
+    big = lambda b: ingest_rows(b, 10_000)  # noqa: E731 - a file of ~50 KB a commit: a part file (32 KiB up)
+    for b in range(3):
+        put_raw(client, descriptor, [big(b)])
+    wait_for(lambda: settled(client, "db.p"), "maintenance after three commits", timeout=60)
+    sizes = [e.file.file_size for e in live_files(table_of(warehouse, "db.p"))]
+    assert len(sizes) == 3 and min(sizes) >= (512 << 10) // 16, f"each commit wrote a part file: {sizes}"
+    assert maintenance(client, "db.p").get("compactions", 0) == 0, "three part files far below the target wait"
+    batches = 3
+    while (batches - 1) * min(sizes) < 1 << 20:  # the parts add up to the target twice
+        put_raw(client, descriptor, [big(batches)])
+        batches += 1
+    wait_for(lambda: settled(client, "db.p") and maintenance(client, "db.p").get("compactions", 0) >= 1,
+             "a compaction once the part files add up to the target", timeout=60)
+    table = table_of(warehouse, "db.p")
+    store, sm = TableStore(table, "db.p"), table.snapshot_manager()
+    appended, first = {}, None
+    for i in range(1, sm.get_latest_snapshot().id + 1):
+        snapshot = sm.get_snapshot_by_id(i)
+        entries = store.delta_entries(snapshot)
+        if snapshot.commit_kind == "APPEND":
+            appended |= {e.file.file_name: e.file.file_size for e in entries}
+        elif first is None:
+            first = [e.file.file_name for e in entries if e.kind == 1]
+    assert first is not None and len(first) >= 5 and set(first) <= set(appended), first
+    assert sum(appended[name] for name in first) >= 512 << 10, "the part files waited until they added up to the target"
+    assert maintenance(client, "db.p")["data_files"] < batches
+    _, whole = read_all(client, command({"table": "db.p"}))
+    assert sorted(whole.column("id").to_pylist()) == sorted(i for b in range(batches) for i in big(b).column("id").to_pylist())

@@ -39,6 +39,7 @@ class TableState:
     data_files: int = 0
     data_bytes: int = 0
     compactions: int = 0
+    compacted_bytes: int = 0  # bytes of the files compactions rewrote (write amplification: over data_bytes written)
     last_compaction: dict | None = None
     expiries: int = 0
     last_expiry: dict | None = None
@@ -49,7 +50,8 @@ class TableState:
 
     def as_json(self) -> dict:
         return {"snapshots": self.snapshots, "data_files": self.data_files, "data_bytes": self.data_bytes,
-                "compactions": self.compactions, "last_compaction": self.last_compaction,
+                "compactions": self.compactions, "compacted_bytes": self.compacted_bytes,
+                "last_compaction": self.last_compaction,
                 "expiries": self.expiries, "last_expiry": self.last_expiry, "files_deleted": self.files_deleted,
                 "last_error": self.last_error, "cpu_s": round(self.cpu_s, 3)}
 
@@ -172,6 +174,7 @@ class Maintainer:
         state = self._state(name)
         if done.snapshots:
             state.compactions += len(done.snapshots)
+            state.compacted_bytes += done.bytes_in
             state.last_compaction = {"at_ms": int(self.clock() * 1000), **done.as_json()}
         return done.as_json()
 

@@ -8,9 +8,9 @@ where that matters the server's defaults differ, and docs/protocol.md says why:
 - `consumer.expiration-time` 1 d (Paimon: never): a consumer that stopped reading would keep
   every later snapshot, and so every file, forever.
 Compaction keeps Paimon's `compaction.min.file-num` (5), `compaction.max.file-num` (50) and
-`target-file-size`, and picks files as Paimon's universal compaction does (`compaction.size-ratio`):
-a run of the newest small files, so each byte is rewritten about log2(target / commit) times
-rather than once per compaction. Primary-key tables keep Paimon's merge-tree options and defaults:
+`target-file-size`: tiny files (below target / 16) merge as Paimon's universal
+compaction picks runs (`compaction.size-ratio`), larger ones once, when they add up to the target
+(compaction.pick), so each byte is rewritten a few times, not once per compaction. Primary-key tables keep Paimon's merge-tree options and defaults:
 `num-sorted-run.compaction-trigger` (5), `num-levels` (trigger + 1),
 `compaction.max-size-amplification-percent` (200), `compaction.small-file-ratio` (0.7).
 """
@@ -28,6 +28,12 @@ _UNITS_BYTES = {"b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20
 
 
 CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
+
+
+# What a file costs a read besides its rows (opening it, its dictionaries): a bucket of 6 MiB files
+# read 1.23-1.27x the same rows in one commit, one of 17 MiB files 0.96-1.03x
+# (scripts/bench_maintenance.py --parts). Files from target / PART_FILES up are "part files".
+PART_FILES = 16
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,19 @@ class MaintenanceOptions:
     small_file_ratio: float = 0.7
     changelog_retained: tuple[str, ...] = ()  # changelog.num-retained.* / changelog.time-retained set here
     enabled: bool = True  # Paimon's `write-only`: this writer neither compacts nor expires
+
+    @property
+    def compaction_file_size(self) -> int:
+        """Files smaller than this are compacted; larger ones are left alone (Paimon's
+        compactionFileSize: a rewrite's files roll a little under the target, and must not be
+        rewritten again to grow by a few percent)."""
+        return int(self.target_file_size * self.small_file_ratio)
+
+    @property
+    def part_file_size(self) -> int:
+        """Append files at least this large are compacted once, when they add up to the target
+        (compaction.pick): target-file-size / PART_FILES (16 MiB by default)."""
+        return max(1, self.target_file_size // PART_FILES)
 
     @staticmethod
     def of(table_name: str, options: dict[str, str], primary_key: bool) -> MaintenanceOptions:

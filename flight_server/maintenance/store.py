@@ -39,6 +39,18 @@ class LiveFile:
     deletes: int | None = 0  # retracting rows in it (primary-key files; None: not recorded)
 
 
+REWRITE_BATCH_BYTES = 8 << 20  # a compaction reads its files in batches of about this many bytes of Arrow
+PARQUET_TO_ARROW = 4  # about how much larger a row is in Arrow than in (compressed) Parquet
+
+
+def rewrite_batch_rows(files: list[LiveFile]) -> int:
+    """Rows a compaction's read batch holds: about REWRITE_BATCH_BYTES of Arrow as the files'
+    sizes estimate it, 1,024 to 65,536 rows."""
+    rows, size = sum(f.rows for f in files), sum(f.size for f in files)
+    per_row = PARQUET_TO_ARROW * size / max(rows, 1)
+    return max(1024, min(65536, int(REWRITE_BATCH_BYTES / max(per_row, 1))))
+
+
 class TableStore:
     """One Paimon table, for maintenance."""
 
@@ -257,8 +269,11 @@ class TableStore:
         split = DataSplit(metas, first.partition, first.bucket, raw_convertible=not self.table.primary_keys,
                           total_buckets=first.total_buckets)
         # Batch by batch, in file order: a rewrite holds a batch and the writer's open row group,
-        # not the files' rows (reading them whole held ~1 GiB under fast ingest).
-        reader = self.table.new_read_builder().new_read().to_arrow_batch_reader([split], parallelism=1)
+        # not the files' rows (reading them whole held ~1 GiB under fast ingest). Batches of about
+        # REWRITE_BATCH_BYTES, not pypaimon's 1,024 rows: each read and write call costs per batch
+        # (a rewrite took 8.6-10.6 CPU s per GiB at 1,024 rows, 5.6 at 64k).
+        table = self.table.copy({"read.batch-size": str(rewrite_batch_rows(files))})
+        reader = table.new_read_builder().new_read().to_arrow_batch_reader([split], parallelism=1)
         builder = compat.native_write_table(self.table).new_batch_write_builder()
         write = builder.new_write()
         try:
