@@ -2,10 +2,17 @@
 batch with its app_metadata and writes one ack per batch, as the durable-write contract asks.
 
     .venv/bin/python scripts/bench_ack_floor.py [--rows 1000] [--batches 10000] [--runs 3]
+    .venv/bin/python scripts/bench_ack_floor.py --producers 16 [--tick-ms 100] [--gib 0.5] [--runs 3]
 
 Prints the server's CPU seconds per GiB received (its process, the producer is another): what
 any server keeping the contract in pyarrow's Flight spends before it does anything with the
 batches (docs/benchmarks_ingest.md, "Where the ingest path's CPU goes").
+
+`--producers N`: the ack latency floor instead. N PaimonSink producers (bench_ingest's
+named-producer role: separate processes, the sink's defaults, each batch timed from its hand-off
+to gRPC to its ack) push `--gib` at full speed into a server that writes nothing and acks each
+stream's batches together every `--tick-ms` (a commit interval with free commits). The ack p50 /
+p99 it prints is what this machine gives N producers with no work behind the acks at all.
 """
 
 from __future__ import annotations
@@ -50,6 +57,99 @@ class AckingServer(flight.FlightServerBase):
                 seq += 1
 
 
+class TickServer(flight.FlightServerBase):
+    """Takes what PaimonSink sends (its schema lookup, `producer_state`, a write stream) and acks
+    every stream's received batches at each tick: a commit every `tick_s` that costs nothing."""
+
+    def __init__(self, location: str, tick_s: float):
+        super().__init__(location)
+        self.tick_s = tick_s
+        self.snapshot = 0
+        self.cond = threading.Condition()
+        threading.Thread(target=self._tick, daemon=True).start()
+
+    def _tick(self):
+        while True:
+            time.sleep(self.tick_s)
+            with self.cond:
+                self.snapshot += 1
+                self.cond.notify_all()
+
+    def get_schema(self, context, descriptor):
+        return flight.SchemaResult(bench_ingest.SCHEMA)
+
+    def list_actions(self, context):
+        return []
+
+    def do_action(self, context, action):
+        yield flight.Result(json.dumps({"last_seq": None}).encode())  # producer_state: a new producer
+
+    def do_put(self, context, descriptor, reader, writer):
+        received: list[tuple[int, int]] = []  # (seq, the snapshot it arrived in)
+        done = [False]
+
+        def ack():
+            sent = 0
+            while True:
+                with self.cond:
+                    self.cond.wait_for(lambda: done[0] or (sent < len(received) and received[sent][1] < self.snapshot))
+                    due = [seq for seq, snap in received[sent:] if snap < self.snapshot]
+                    snapshot = self.snapshot
+                    if not due and done[0]:
+                        return
+                for seq in due:
+                    writer.write(pa.py_buffer(json.dumps({"seq": seq, "snapshot": snapshot}).encode()))
+                sent += len(due)
+
+        acker = threading.Thread(target=ack)
+        acker.start()
+        try:
+            for chunk in reader:
+                if chunk.data is not None and chunk.app_metadata is not None:
+                    seq = json.loads(chunk.app_metadata.to_pybytes()).get("seq")
+                    if seq is not None:
+                        with self.cond:
+                            received.append((seq, self.snapshot))
+                            self.cond.notify_all()
+        finally:
+            with self.cond:
+                self.cond.wait_for(lambda: not received or received[-1][1] < self.snapshot, timeout=5)
+                done[0] = True
+                self.cond.notify_all()
+            acker.join()
+
+
+def latency_floor(producers: int, gib: float, rows: int, tick_ms: int, runs: int) -> None:
+    proc = subprocess.Popen([sys.executable, __file__, "tick-server", str(tick_ms)], stdout=subprocess.PIPE, text=True)
+    try:
+        uri = f"grpc://127.0.0.1:{int(proc.stdout.readline())}"
+        per = int(gib * 2**30 / bench_ingest.make_batches(rows, 1)[0].nbytes) // producers
+        results = []
+        for run in range(-1, runs):  # run -1: warm-up, not counted
+            roles = [bench_ingest.Role("named-producer", uri, "floor.t", str(rows), str(per if run >= 0 else 64),
+                                       f"p{i}") for i in range(producers)]
+            for r in roles:
+                r.ready()
+            for r in roles:
+                r.go()
+            outs = [r.result(timeout=1800) for r in roles]
+            if run < 0:
+                continue
+            lat = [x for o in outs for x in o["lat_ms"]]
+            mib = producers * per * bench_ingest.make_batches(rows, 1)[0].nbytes / 2**20
+            results.append({"mib_s": mib / (max(o["end"] for o in outs) - min(o["start"] for o in outs)),
+                            "p50_ms": bench_ingest.pct(lat, 50), "p99_ms": bench_ingest.pct(lat, 99)})
+            print(f"  {results[-1]['mib_s']:.0f} MiB/s, ack p50 {results[-1]['p50_ms']:.0f} ms, "
+                  f"p99 {results[-1]['p99_ms']:.0f} ms", flush=True)
+        print(f"median: {producers} producers of {rows}-row batches, acks every {tick_ms} ms with nothing written: "
+              f"{statistics.median(r['mib_s'] for r in results):.0f} MiB/s, "
+              f"ack p50 {statistics.median(r['p50_ms'] for r in results):.0f} ms, "
+              f"p99 {statistics.median(r['p99_ms'] for r in results):.0f} ms")
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
 def one_run(client: flight.FlightClient, pid: int, batches: list[pa.RecordBatch], n: int) -> dict:
     server = psutil.Process(pid)
     cpu0, start = sum(server.cpu_times()[:2]), time.monotonic()
@@ -74,8 +174,9 @@ def one_run(client: flight.FlightClient, pid: int, batches: list[pa.RecordBatch]
 
 
 def main() -> None:
-    if sys.argv[1:] == ["server"]:
-        server = AckingServer("grpc://127.0.0.1:0")
+    if sys.argv[1:] == ["server"] or sys.argv[1:2] == ["tick-server"]:
+        server = (AckingServer("grpc://127.0.0.1:0") if sys.argv[1] == "server"
+                  else TickServer("grpc://127.0.0.1:0", int(sys.argv[2]) / 1000))
         print(server.port, flush=True)
         server.serve()
         return
@@ -83,7 +184,13 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--batches", type=int, default=10000)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--producers", type=int, help="measure the ack latency floor of this many PaimonSink producers")
+    p.add_argument("--tick-ms", type=int, default=100, help="--producers: acks go out this often")
+    p.add_argument("--gib", type=float, default=0.5, help="--producers: GiB pushed a run, among them")
     args = p.parse_args()
+    if args.producers:
+        latency_floor(args.producers, args.gib, args.rows, args.tick_ms, args.runs)
+        return
     proc = subprocess.Popen([sys.executable, __file__, "server"], stdout=subprocess.PIPE, text=True)
     try:
         client = flight.FlightClient(f"grpc://127.0.0.1:{int(proc.stdout.readline())}")

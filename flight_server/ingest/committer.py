@@ -41,7 +41,12 @@ from flight_server.wire.errors import Cancelled, CommitFailed, InvalidRequest, U
 log = structlog.get_logger(__name__)
 
 END = object()  # the last item of a stream's ack queue (or the stream's error, once it fails)
-TRIM_AFTER_BYTES = 16 << 20  # a commit this large gives its freed memory back (malloc_trim)
+# Commits of this many bytes since the last trim give their freed memory back (malloc_trim), at
+# most once a TRIM_EVERY_S under load (a trim took 5-56 ms on the commit thread and holds the heap's
+# lock meanwhile: after every commit it stretched 16 producers' commit cycle), and as soon as the
+# queue is empty (the end of a burst).
+TRIM_AFTER_BYTES = 16 << 20
+TRIM_EVERY_S = 2.0
 COALESCE_ROWS = 65536  # a writer takes queued batches up to this many rows into one write ...
 COALESCE_BYTES = 8 << 20  # ... or this many bytes (one batch at least)
 DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # the other half receives, acks and maintains
@@ -145,6 +150,7 @@ class TableCommitter:
         self._builder = self._commit = None
         self._ident = 0
         self._last_start = 0.0
+        self._untrimmed, self._trimmed_at = 0, 0.0  # bytes committed since the last malloc_trim, and when
         self._chores: list[_Chore] = []  # run on this thread between group commits (compaction commits)
         self._chores_run, self._chore_ms_max = 0, 0.0  # how long a chore held the next group commit back
         self._commit_cpu_s = 0.0  # the commit thread's CPU time in group commits
@@ -471,8 +477,8 @@ class TableCommitter:
                     if left <= 0:
                         break
                     self._cond.wait(left)
-                group, messages, broken = self._seal()
-            self._last_start = time.monotonic()
+                self._last_start = time.monotonic()  # the interval runs from seal to seal: a seal's wait
+                group, messages, broken = self._seal()  # for the writers is part of it, not added to it
             cpu0 = time.thread_time()
             try:
                 self._commit_group(group, messages, broken)
@@ -481,8 +487,19 @@ class TableCommitter:
                 with self._cond:
                     self._inflight = []
                     self._notify_everyone()
-            if sum(p.nbytes for p in group) >= TRIM_AFTER_BYTES:
-                allocator.release_free_memory()
+            self._trim_after(sum(p.nbytes for p in group))
+
+    def _trim_after(self, nbytes: int) -> None:
+        """After a commit of `nbytes`: malloc_trim when TRIM_AFTER_BYTES were committed since the
+        last one, and the queue is empty or TRIM_EVERY_S passed."""
+        self._untrimmed += nbytes
+        if self._untrimmed < TRIM_AFTER_BYTES:
+            return
+        with self._cond:
+            idle = not self._queue and not self._written
+        if idle or time.monotonic() - self._trimmed_at >= TRIM_EVERY_S:
+            allocator.release_free_memory()
+            self._untrimmed, self._trimmed_at = 0, time.monotonic()
 
     def _seal(self) -> tuple[list[_Pending], list, BaseException | None]:
         """(Holding the lock.) Have the writers write what is queued so far, pause them once those
