@@ -12,8 +12,9 @@
 3. Throughput of 1,000- and 64k-row batches (`--gib` per run) from 1/4/16 named producers
    (`--producers`; PaimonSink, its defaults) into an append table (bucket -1) of a server with its
    defaults, as a ratio to pypaimon's own streaming writer (`write_arrow_batch` per batch, a
-   commit every 100 ms) in one process; also one producer into a server without maintenance (the
-   ingest path alone) and raw do_put into a discarding server (no logic: the transport alone).
+   commit every 100 ms) in one process; also `--bare-producers` (1 and 4) into a server without
+   maintenance (the ingest path alone) and raw do_put into a discarding server (no logic: the
+   transport alone).
    Per variant: CPU s/GiB of the server (per writer thread and the commit thread) and of the
    producers, ack p50/p99 (hand-off to gRPC -> ack), the server's peak RSS.
 4. Server RSS while 4 named producers push 64k-row batches into one table (--commit-bytes 64
@@ -590,7 +591,7 @@ def run_producers(uri: str, table: str, rows: int, producers: int, per: int, pid
             "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat)}
 
 
-def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int]) -> dict:
+def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int], bare_counts: list[int]) -> dict:
     """Per batch size (1,000 and 64k rows): pypaimon's own streaming writer (a commit every 100 ms)
     against the server with its defaults fed by 1/4/16 named producers, and raw do_put into a
     discarding server (the transport alone). Variants alternate within each round."""
@@ -615,7 +616,8 @@ def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int])
         for rows in (SMALL_ROWS, BIG_ROWS):
             batch_bytes = make_batches(rows, 1)[0].nbytes
             total = max(16, int(gib * 2**30 / batch_bytes))
-            variants = ["pypaimon", *(f"flight x{n}" for n in producer_counts), "flight x1 no maintenance",
+            variants = ["pypaimon", *(f"flight x{n}" for n in producer_counts),
+                        *(f"flight x{n} no maintenance" for n in bare_counts),
                         "raw do_put (discard)"]
             res = {v: [] for v in variants}
             for run in range(runs):
@@ -662,7 +664,7 @@ def bench_throughput(wh: str, runs: int, gib: float, producer_counts: list[int])
                     "raw_do_put_mib_s": med(r["mib_s"] for r in res["raw do_put (discard)"]),
                     "raw_do_put_server_cpu_s_per_gib": med(r["cpu_s_per_gib"] for r in res["raw do_put (discard)"]),
                     "flight": {}}
-            for n in [*producer_counts, "1 no maintenance"]:
+            for n in [*producer_counts, *(f"{n} no maintenance" for n in bare_counts)]:
                 rs = res[f"flight x{n}"]
                 ratios = [r["mib_s"] / b["mib_s"] for r, b in zip(rs, base)]
                 cpu_ratios = [r["cpu_s_per_gib"] / b["cpu_s_per_gib"] for r, b in zip(rs, base)]
@@ -826,6 +828,8 @@ def main() -> None:
     p.add_argument("--gib", type=float, help="GiB per throughput run (default 1; --quick 0.125)")
     p.add_argument("--rss-gib", type=float, help="GiB pushed in total per RSS run (default 4; --quick 0.5)")
     p.add_argument("--producers", default="1,4,16", help="throughput: producer counts, comma separated")
+    p.add_argument("--bare-producers", default="1,4",
+                   help="throughput: producer counts into a server without maintenance (the ingest path alone)")
     p.add_argument("--json", help="write results here (default docs/bench-results/ingest[-quick].json)")
     p.add_argument("--only", choices=["latency", "throughput", "rss"], action="append",
                    help="run only this section (repeatable); an existing JSON keeps its other sections")
@@ -835,6 +839,7 @@ def main() -> None:
     gib = args.gib or (0.125 if args.quick else 1.0)
     rss_gib = args.rss_gib or (0.5 if args.quick else 4.0)
     producer_counts = [int(n) for n in args.producers.split(",")]
+    bare_counts = [int(n) for n in args.bare_producers.split(",")]
     only = set(args.only or ["latency", "throughput", "rss"])
     out_path = Path(args.json) if args.json else ROOT / "docs" / "bench-results" / (
         "ingest-quick.json" if args.quick else "ingest.json")
@@ -848,9 +853,9 @@ def main() -> None:
             out["latency"] = bench_latency(wh, runs, seconds, args.poll_ms)
             out["load"]["after_latency"] = load()
         if "throughput" in only:
-            say(f"throughput (1,000- and 64k-row batches, {runs} rounds x {len(producer_counts) + 2} variants, "
+            say(f"throughput (1,000- and 64k-row batches, {runs} rounds x {len(producer_counts) + len(bare_counts) + 2} variants, "
                 f"{gib} GiB each) ...")
-            out["throughput"] = bench_throughput(wh, runs, gib, producer_counts)
+            out["throughput"] = bench_throughput(wh, runs, gib, producer_counts, bare_counts)
             out["load"]["after_throughput"] = load()
         if "rss" in only:
             say(f"server RSS ({runs} runs, 4 producers, {rss_gib} GiB in total) ...")
