@@ -13,6 +13,12 @@ named-producer role: separate processes, the sink's defaults, each batch timed f
 to gRPC to its ack) push `--gib` at full speed into a server that writes nothing and acks each
 stream's batches together every `--tick-ms` (a commit interval with free commits). The ack p50 /
 p99 it prints is what this machine gives N producers with no work behind the acks at all.
+
+`--producers N --write`: durable ingest with no logic of its own. The server's one writer thread
+writes each batch with pypaimon's native writer as it arrives and commits every `--tick-ms`; each
+batch is acked after the commit that holds it. Alternating with each run, pypaimon alone writes
+the same batches in one process (bench_ingest's baseline): the ratio, and both CPU s/GiB, are
+what any server in pyarrow's Flight pays here before logic of its own (docs/benchmarks_ingest.md).
 """
 
 from __future__ import annotations
@@ -59,21 +65,56 @@ class AckingServer(flight.FlightServerBase):
 
 class TickServer(flight.FlightServerBase):
     """Takes what PaimonSink sends (its schema lookup, `producer_state`, a write stream) and acks
-    every stream's received batches at each tick: a commit every `tick_s` that costs nothing."""
+    every batch received before a tick once that tick passed: a commit every `tick_s` that costs
+    nothing. With `warehouse`, one thread writes every batch with pypaimon's native writer as it
+    arrives (`write_arrow_batch` per batch, as bench_ingest's pypaimon baseline; the writer belongs
+    to the thread that made it) and the tick is its commit: durable ingest with no logic of its own."""
 
-    def __init__(self, location: str, tick_s: float):
+    def __init__(self, location: str, tick_s: float, warehouse: str | None = None):
+        import queue
+
         super().__init__(location)
         self.tick_s = tick_s
         self.snapshot = 0
         self.cond = threading.Condition()
-        threading.Thread(target=self._tick, daemon=True).start()
+        self.written: list[list] = []  # [seq, snapshot or None] of batches the next tick commits
+        self.batches: queue.SimpleQueue | None = None
+        if warehouse is not None:
+            self.batches = queue.SimpleQueue()
+        threading.Thread(target=self._run, args=(warehouse,), daemon=True).start()
 
-    def _tick(self):
+    def _run(self, warehouse: str | None):
+        import queue
+
+        writer = commit = None
+        if warehouse is not None:
+            builder = bench_ingest._native_table(warehouse, f"{bench_ingest.DB}.floor").new_stream_write_builder()
+            writer, commit = builder.new_write(), builder.new_commit()
+        ident, due = 0, time.monotonic() + self.tick_s
         while True:
-            time.sleep(self.tick_s)
+            if writer is None:
+                time.sleep(max(0.0, due - time.monotonic()))
+            else:
+                try:
+                    data, entry = self.batches.get(timeout=max(0.0, due - time.monotonic()))
+                    writer.write_arrow_batch(data)
+                    with self.cond:
+                        self.written.append(entry)
+                except queue.Empty:
+                    pass
+            if time.monotonic() < due:
+                continue
+            with self.cond:
+                done, self.written = self.written, []
+            if writer is not None and done:
+                ident += 1
+                commit.commit(writer.prepare_commit(ident), ident)
             with self.cond:
                 self.snapshot += 1
+                for entry in done:
+                    entry[1] = self.snapshot
                 self.cond.notify_all()
+            due = time.monotonic() + self.tick_s
 
     def get_schema(self, context, descriptor):
         return flight.SchemaResult(bench_ingest.SCHEMA)
@@ -85,19 +126,20 @@ class TickServer(flight.FlightServerBase):
         yield flight.Result(json.dumps({"last_seq": None}).encode())  # producer_state: a new producer
 
     def do_put(self, context, descriptor, reader, writer):
-        received: list[tuple[int, int]] = []  # (seq, the snapshot it arrived in)
+        received: list[list] = []
         done = [False]
 
         def ack():
             sent = 0
             while True:
                 with self.cond:
-                    self.cond.wait_for(lambda: done[0] or (sent < len(received) and received[sent][1] < self.snapshot))
-                    due = [seq for seq, snap in received[sent:] if snap < self.snapshot]
-                    snapshot = self.snapshot
+                    self.cond.wait_for(lambda: done[0] or (sent < len(received) and received[sent][1] is not None))
+                    due = []
+                    while sent + len(due) < len(received) and received[sent + len(due)][1] is not None:
+                        due.append(received[sent + len(due)])
                     if not due and done[0]:
                         return
-                for seq in due:
+                for seq, snapshot in due:
                     writer.write(pa.py_buffer(json.dumps({"seq": seq, "snapshot": snapshot}).encode()))
                 sent += len(due)
 
@@ -105,22 +147,31 @@ class TickServer(flight.FlightServerBase):
         acker.start()
         try:
             for chunk in reader:
-                if chunk.data is not None and chunk.app_metadata is not None:
-                    seq = json.loads(chunk.app_metadata.to_pybytes()).get("seq")
-                    if seq is not None:
-                        with self.cond:
-                            received.append((seq, self.snapshot))
-                            self.cond.notify_all()
+                if chunk.data is None or chunk.app_metadata is None:
+                    continue
+                seq = json.loads(chunk.app_metadata.to_pybytes()).get("seq")
+                entry = [seq, None]
+                with self.cond:
+                    received.append(entry)
+                    if self.batches is None:
+                        self.written.append(entry)
+                if self.batches is not None:
+                    self.batches.put((chunk.data, entry))
         finally:
             with self.cond:
-                self.cond.wait_for(lambda: not received or received[-1][1] < self.snapshot, timeout=5)
+                self.cond.wait_for(lambda: all(e[1] is not None for e in received[-1:]), timeout=10)
                 done[0] = True
                 self.cond.notify_all()
             acker.join()
 
 
-def latency_floor(producers: int, gib: float, rows: int, tick_ms: int, runs: int) -> None:
-    proc = subprocess.Popen([sys.executable, __file__, "tick-server", str(tick_ms)], stdout=subprocess.PIPE, text=True)
+def latency_floor(producers: int, gib: float, rows: int, tick_ms: int, runs: int, write: bool) -> None:
+    import tempfile
+
+    warehouse = tempfile.mkdtemp(prefix="ack-floor-")
+    proc = subprocess.Popen([sys.executable, __file__, "tick-server", str(tick_ms), *([warehouse] if write else [])],
+                            stdout=subprocess.PIPE, text=True)
+    base = []
     try:
         uri = f"grpc://127.0.0.1:{int(proc.stdout.readline())}"
         per = int(gib * 2**30 / bench_ingest.make_batches(rows, 1)[0].nbytes) // producers
@@ -130,24 +181,41 @@ def latency_floor(producers: int, gib: float, rows: int, tick_ms: int, runs: int
                                        f"p{i}") for i in range(producers)]
             for r in roles:
                 r.ready()
+            cpu0 = sum(psutil.Process(proc.pid).cpu_times()[:2])
             for r in roles:
                 r.go()
             outs = [r.result(timeout=1800) for r in roles]
+            cpu = sum(psutil.Process(proc.pid).cpu_times()[:2]) - cpu0
             if run < 0:
                 continue
             lat = [x for o in outs for x in o["lat_ms"]]
             mib = producers * per * bench_ingest.make_batches(rows, 1)[0].nbytes / 2**20
             results.append({"mib_s": mib / (max(o["end"] for o in outs) - min(o["start"] for o in outs)),
-                            "p50_ms": bench_ingest.pct(lat, 50), "p99_ms": bench_ingest.pct(lat, 99)})
-            print(f"  {results[-1]['mib_s']:.0f} MiB/s, ack p50 {results[-1]['p50_ms']:.0f} ms, "
-                  f"p99 {results[-1]['p99_ms']:.0f} ms", flush=True)
-        print(f"median: {producers} producers of {rows}-row batches, acks every {tick_ms} ms with nothing written: "
-              f"{statistics.median(r['mib_s'] for r in results):.0f} MiB/s, "
-              f"ack p50 {statistics.median(r['p50_ms'] for r in results):.0f} ms, "
+                            "p50_ms": bench_ingest.pct(lat, 50), "p99_ms": bench_ingest.pct(lat, 99),
+                            "cpu_s_per_gib": cpu / (mib / 1024)})
+            line = (f"  {results[-1]['mib_s']:.0f} MiB/s, server {results[-1]['cpu_s_per_gib']:.2f} CPU s/GiB, "
+                    f"ack p50 {results[-1]['p50_ms']:.0f} ms, p99 {results[-1]['p99_ms']:.0f} ms")
+            if write:  # pypaimon's own writer on the same batches, alternating with the floor's runs
+                r = bench_ingest.run_role("pypaimon-stream", warehouse, f"{bench_ingest.DB}.base{run}", str(rows),
+                                          str(per * producers), str(tick_ms))
+                base.append(mib / (r["end"] - r["start"]))
+                line += (f"; pypaimon alone {base[-1]:.0f} MiB/s, {r['cpu_s'] / (mib / 1024):.2f} CPU s/GiB: "
+                         f"{results[-1]['mib_s'] / base[-1]:.2f}x")
+            print(line, flush=True)
+        what = "each batch written by pypaimon's native writer, a commit" if write else "nothing written, acks"
+        print(f"median: {producers} producers of {rows}-row batches, {what} every {tick_ms} ms: "
+              f"{statistics.median(r['mib_s'] for r in results):.0f} MiB/s"
+              + (f" ({statistics.median(r['mib_s'] / b for r, b in zip(results, base)):.2f}x pypaimon alone)"
+                 if write else "")
+              + f", server {statistics.median(r['cpu_s_per_gib'] for r in results):.2f} CPU s/GiB"
+              + f", ack p50 {statistics.median(r['p50_ms'] for r in results):.0f} ms, "
               f"p99 {statistics.median(r['p99_ms'] for r in results):.0f} ms")
     finally:
         proc.kill()
         proc.wait(10)
+        import shutil
+
+        shutil.rmtree(warehouse, ignore_errors=True)
 
 
 def one_run(client: flight.FlightClient, pid: int, batches: list[pa.RecordBatch], n: int) -> dict:
@@ -176,7 +244,7 @@ def one_run(client: flight.FlightClient, pid: int, batches: list[pa.RecordBatch]
 def main() -> None:
     if sys.argv[1:] == ["server"] or sys.argv[1:2] == ["tick-server"]:
         server = (AckingServer("grpc://127.0.0.1:0") if sys.argv[1] == "server"
-                  else TickServer("grpc://127.0.0.1:0", int(sys.argv[2]) / 1000))
+                  else TickServer("grpc://127.0.0.1:0", int(sys.argv[2]) / 1000, *sys.argv[3:4]))
         print(server.port, flush=True)
         server.serve()
         return
@@ -187,9 +255,12 @@ def main() -> None:
     p.add_argument("--producers", type=int, help="measure the ack latency floor of this many PaimonSink producers")
     p.add_argument("--tick-ms", type=int, default=100, help="--producers: acks go out this often")
     p.add_argument("--gib", type=float, default=0.5, help="--producers: GiB pushed a run, among them")
+    p.add_argument("--write", action="store_true",
+                   help="--producers: the server writes each batch with pypaimon's native writer and commits each "
+                        "tick (no logic of its own), against pypaimon alone on the same batches")
     args = p.parse_args()
     if args.producers:
-        latency_floor(args.producers, args.gib, args.rows, args.tick_ms, args.runs)
+        latency_floor(args.producers, args.gib, args.rows, args.tick_ms, args.runs, args.write)
         return
     proc = subprocess.Popen([sys.executable, __file__, "server"], stdout=subprocess.PIPE, text=True)
     try:
