@@ -18,8 +18,9 @@ default):
   to the target (at least min-file-num of them) or max-file-num gather, then rewritten once into
   target-size files, as Java Paimon's AppendOnlyCompactManager picked. So a part file is
   rewritten once (again only where the writer rolls a file below the small-file ratio of the
-  target: data that compresses far better than the writer estimates), and a bucket holds at most
-  16 of them.
+  target: data that compresses far better than the writer estimates). Any 16 part files in a row
+  add up to the target and merge; a part file too large to join min-file-num others under the
+  target is left alone, as Java's window leaves it (it is large enough to read at its rows' cost).
 
 Primary-key tables: a bucket's sorted runs (each level-0 file, then each level above) merged as
 Paimon's universal compaction picks them (`pick_runs`), into the level just below the next run
