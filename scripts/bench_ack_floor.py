@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -84,6 +85,13 @@ class TickServer(flight.FlightServerBase):
         threading.Thread(target=self._run, args=(warehouse,), daemon=True).start()
 
     def _run(self, warehouse: str | None):
+        try:
+            self._commit_loop(warehouse)
+        except BaseException as e:  # noqa: BLE001 - a floor that cannot write must not leave its producers waiting
+            print(f"tick-server: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            os._exit(1)
+
+    def _commit_loop(self, warehouse: str | None):
         import queue
 
         writer = commit = None

@@ -2,9 +2,8 @@
 
 Append tables: a bucket's small files (below `compaction.small-file-ratio` of `target-file-size`,
 as Java Paimon's append compaction: a rewrite's files roll a little under the target, and are not
-rewritten again to grow a few percent) rewritten, in two ways
-(`pick`), by the files' size against the part-file size (`target-file-size` / 16, 16 MiB by
-default):
+rewritten again to grow a few percent) are rewritten in two ways (`pick`), by their size against
+the part-file size (`target-file-size` / 16, 16 MiB by default):
 - tiny files, below it, cost a reader more per file than per row. Once a bucket has
   `compaction.min.file-num` of them, the newest are merged, as many as leave min-file-num - 1, and
   the run grows towards older files while the next one is no larger than the run so far (plus
@@ -14,13 +13,13 @@ default):
   times until it is part of a part file;
 - part files, at least that large, cost a reader little more than their rows (a bucket of them
   reads within 1.03x of the same rows in one file; of 6 MiB files, 1.25x), and a rewrite costs
-  per byte. They are left until the oldest of them add up
-  to the target (at least min-file-num of them) or max-file-num gather, then rewritten once into
-  target-size files, as Java Paimon's AppendOnlyCompactManager picked. So a part file is
-  rewritten once (again only where the writer rolls a file below the small-file ratio of the
-  target: data that compresses far better than the writer estimates). Any 16 part files in a row
-  add up to the target and merge; a part file too large to join min-file-num others under the
-  target is left alone, as Java's window leaves it (it is large enough to read at its rows' cost).
+  per byte. They are left until the oldest of them add up to the target (at least min-file-num
+  of them) or max-file-num gather, then rewritten once into target-size files, as Java Paimon's
+  AppendOnlyCompactManager picked. So a part file is rewritten once (again only where the writer
+  rolls a file below the small-file ratio of the target: data that compresses far better than
+  the writer estimates). Any 16 part files in a row add up to the target and merge; a part file
+  too large to join min-file-num others under the target is left alone, as Java's window leaves
+  it (it is large enough to read at its rows' cost).
 
 Primary-key tables: a bucket's sorted runs (each level-0 file, then each level above) merged as
 Paimon's universal compaction picks them (`pick_runs`), into the level just below the next run
