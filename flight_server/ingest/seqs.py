@@ -1,22 +1,40 @@
-"""Named producers' last committed sequence numbers, kept in the table's own snapshots.
+"""Named producers' last committed sequence numbers: in the table's snapshots, and in a record beside
+them that outlives every snapshot.
 
 Every group commit carries the whole map `{producer: last seq}` in the snapshot property
-`flight-paimon.producer-seqs`, written atomically with the rows (Paimon's snapshot properties),
-so the table itself says which batches it holds: a server restarted after a SIGKILL reads the
-map back from the latest snapshot that carries it, and a producer that resends from
-`last_seq + 1` duplicates nothing. Commits by other writers (a Spark job, another server)
-carry no map or their own; `refresh` merges every snapshot committed since the last one read,
-taking the highest seq per producer.
+`flight-paimon.producer-seqs`, written atomically with the rows (Paimon's snapshot properties). A
+snapshot does not live for ever: compaction, other writers (pypaimon, Spark, Java Paimon) and the
+server's own maintenance commit snapshots that carry no map, and expiry then removes the ones that
+did. So the map is also kept in a *record*: a small immutable JSON file under the table's
+`flight-paimon/producers/` directory (a directory Paimon's own procedures never touch) saying
+"every snapshot up to S holds at most these seqs". The record is brought up to date at each
+maintenance round after commits (when the map changed), whenever expiry is about to remove a
+snapshot it does not yet cover (expiry is bounded by it: `covered_through`), at a clean stop and
+at a start that found the map beyond it. What the table holds of a producer is then always the
+records merged with the maps of the snapshots after them, whatever expired.
+
+Records are immutable and named by the snapshot they cover, so servers sharing a table never
+overwrite each other's: each deletes only records it has read or written and a newer record of its
+own subsumes. `seen` is the snapshot through which every snapshot's map is merged (a commit of
+another writer that landed between our refresh and our own commit is read at the next refresh).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
+
+import structlog
 
 from flight_server.paimon import compat
 
+log = structlog.get_logger(__name__)
+
 PROPERTY = "flight-paimon.producer-seqs"
+RECORD_DIR = "flight-paimon/producers"
+RECORD_PREFIX = "seqs-"
+READ_ATTEMPTS = 20  # a record listed then deleted (subsumed by a newer one): list again
 
 
 class ProducerSeqs:
@@ -24,9 +42,14 @@ class ProducerSeqs:
 
     def __init__(self, table):
         self._table = table
-        self._lock = threading.Lock()
+        self._file_io = table.file_io
+        self._dir = f"{str(table.table_path).rstrip('/')}/{RECORD_DIR}"
+        self._lock = threading.Lock()  # the map
+        self._walk = threading.RLock()  # refreshes, commits and records, one at a time
         self._seqs: dict[str, int] = {}
         self._snapshot_of: dict[str, int] = {}  # the snapshot that holds each producer's last seq
+        self._recorded: dict[str, int] = {}  # what the records on disk hold
+        self._record_files: set[str] = set()  # records read or written here: subsumed by our next one
         self.seen: int | None = None
         self._load()
 
@@ -49,44 +72,95 @@ class ProducerSeqs:
 
     def committed(self, updates: dict[str, int], snapshot: int | None) -> None:
         """`updates` are in the table as of `snapshot` (None: zero-row batches on an empty table)."""
-        with self._lock:
-            for producer, seq in updates.items():
-                if seq > self._seqs.get(producer, -1):
-                    self._seqs[producer] = seq
-                    self._snapshot_of[producer] = snapshot
-            if snapshot is not None:
-                self.seen = max(snapshot, self.seen or 0)
+        with self._walk:
+            with self._lock:
+                for producer, seq in updates.items():
+                    if seq > self._seqs.get(producer, -1):
+                        self._seqs[producer] = seq
+                        self._snapshot_of[producer] = snapshot
+            if snapshot is not None and snapshot == (self.seen or 0) + 1:
+                self.seen = snapshot  # else another writer committed before ours: the next refresh reads it
 
-    def refresh(self) -> None:
-        """Merge the maps of snapshots committed since `seen` (by anyone)."""
-        manager = self._table.snapshot_manager()
-        latest = manager.get_latest_snapshot()
-        if latest is None or (self.seen is not None and latest.id <= self.seen):
-            return
-        start = (self.seen or 0) + 1
-        earliest = compat.earliest_snapshot_id(manager) or start
-        for sid in range(max(start, earliest), latest.id + 1):
-            snap = latest if sid == latest.id else compat.snapshot(manager, sid)
-            if snap is not None:
-                self._merge(snap)
-        with self._lock:
+    def refresh(self) -> bool:
+        """Merge the maps of snapshots committed since `seen` (by anyone); where some of those
+        expired meanwhile, the records (which expiry never runs ahead of) too. False when the
+        table has no snapshot."""
+        with self._walk:
+            manager = self._table.snapshot_manager()
+            latest = manager.get_latest_snapshot()
+            if latest is None:
+                return False
+            if self.seen is not None and latest.id <= self.seen:
+                return True
+            start = (self.seen or 0) + 1
+            earliest = compat.earliest_snapshot_id(manager) or start
+            if earliest > start:
+                self._merge_records(self._read_records())
+            for sid in range(max(start, earliest), latest.id + 1):
+                snap = latest if sid == latest.id else compat.snapshot(manager, sid)
+                if snap is not None:
+                    self._merge(snap)
             self.seen = latest.id
+            return True
+
+    def checkpoint(self) -> int:
+        """Bring the record up to date with every snapshot to the latest (written only when the
+        map holds more than the records do); returns the snapshot through which the records now
+        give the whole map: expiry may remove snapshots up to it and lose nothing."""
+        with self._walk:
+            if not self.refresh():
+                return self.seen or 0  # no snapshot (dropped meanwhile): nothing to keep, no directory to make
+            with self._lock:
+                seqs = dict(self._seqs)
+            if seqs != self._recorded:
+                self._write_record(seqs)
+            return self.seen or 0
 
     def _load(self) -> None:
-        """The map of the latest snapshot that carries one (walking back past other writers' commits)."""
+        """The records, then the maps of the snapshots after them (without records, as before
+        there were any: the latest snapshot that carries a map, walking back past other writers'
+        commits)."""
+        records = self._read_records()  # before the latest snapshot: none can cover one after it
         manager = self._table.snapshot_manager()
         latest = manager.get_latest_snapshot()
         if latest is None:
             return
+        covered = self._valid_cover(records, latest, manager)
         earliest = compat.earliest_snapshot_id(manager) or latest.id
-        for sid in range(latest.id, earliest - 1, -1):
-            snap = latest if sid == latest.id else compat.snapshot(manager, sid)
-            if snap is not None and PROPERTY in (snap.properties or {}):
-                self._merge(snap)
-                break
+        if covered is not None:
+            self._merge_records(records)
+            for sid in range(max(covered + 1, earliest), latest.id + 1):
+                snap = latest if sid == latest.id else compat.snapshot(manager, sid)
+                if snap is not None:
+                    self._merge(snap)
+        else:
+            self._record_files.update(r["name"] for r in records)  # replaced by the next record
+            for sid in range(latest.id, earliest - 1, -1):
+                snap = latest if sid == latest.id else compat.snapshot(manager, sid)
+                if snap is not None and PROPERTY in (snap.properties or {}):
+                    self._merge(snap)
+                    break
         self.seen = latest.id
         with self._lock:  # everything the table holds is in it as of the latest snapshot
             self._snapshot_of = {p: latest.id for p in self._seqs}
+            beyond = self._seqs != self._recorded
+        if beyond:  # the map lives only in snapshots: record it before anything can expire them
+            self._write_record(dict(self._seqs))
+
+    def _valid_cover(self, records: list[dict], latest, manager) -> int | None:
+        """The snapshot the newest record covers, or None when there is none or the table's history
+        changed under it (rolled back, or created again in place): then the records are ignored."""
+        if not records:
+            return None
+        newest = max(records, key=lambda r: r["snapshot"])
+        snap = compat.snapshot(manager, newest["snapshot"]) if newest["snapshot"] <= latest.id else None
+        moved = snap is not None and newest["snapshot_time_ms"] and snap.time_millis != newest["snapshot_time_ms"]
+        if newest["snapshot"] > latest.id or moved:
+            log.warning("producer_records_ignored", table=str(self._table.table_path), record=newest["name"],
+                        record_snapshot=newest["snapshot"], latest=latest.id,
+                        reason="the table's snapshots changed under the record (rolled back or created again)")
+            return None
+        return newest["snapshot"]
 
     def _merge(self, snap) -> None:
         raw = (snap.properties or {}).get(PROPERTY)
@@ -96,8 +170,65 @@ class ProducerSeqs:
             seqs = json.loads(raw)
         except ValueError as e:
             raise ValueError(f"snapshot {snap.id} has a {PROPERTY} property that is not JSON: {e}") from e
+        self._merge_seqs(seqs, snap.id)
+
+    def _merge_seqs(self, seqs: dict, snapshot: int) -> None:
         with self._lock:
             for producer, seq in seqs.items():
                 if isinstance(seq, int) and seq > self._seqs.get(producer, -1):
                     self._seqs[producer] = seq
-                    self._snapshot_of[producer] = snap.id
+                    self._snapshot_of[producer] = snapshot
+
+    def _merge_records(self, records: list[dict]) -> None:
+        for record in records:
+            self._merge_seqs(record["seqs"], record["snapshot"])
+            self._record_files.add(record["name"])
+            for producer, seq in record["seqs"].items():
+                if seq > self._recorded.get(producer, -1):
+                    self._recorded[producer] = seq
+
+    def _read_records(self) -> list[dict]:
+        """Every record file, parsed. One listed and then deleted (a newer record subsumed it) is
+        looked for again: the newer one is listed then."""
+        for _ in range(READ_ATTEMPTS):
+            try:
+                return [self._read_record(name) for name in compat.list_names(self._file_io, self._dir)
+                        if name.startswith(RECORD_PREFIX) and name.endswith(".json")]
+            except FileNotFoundError:
+                continue
+        raise RuntimeError(f"the producer records under {self._dir} kept changing while read "
+                           f"({READ_ATTEMPTS} attempts); retry")
+
+    def _read_record(self, name: str) -> dict:
+        path = f"{self._dir}/{name}"
+        text = self._file_io.read_file_utf8(path)
+        try:
+            record = json.loads(text)
+            seqs = {str(p): int(s) for p, s in record["seqs"].items()}
+            return {"name": name, "snapshot": int(record["snapshot"]),
+                    "snapshot_time_ms": int(record["snapshot_time_ms"]), "seqs": seqs}
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"the producer record {path} is not a valid record ({e}); it was written whole or "
+                             "not at all, so something else wrote it: move it away and restart") from e
+
+    def _write_record(self, seqs: dict[str, int]) -> None:
+        """A new record of `seqs` as of `seen`, then the records it subsumes deleted."""
+        manager = self._table.snapshot_manager()
+        sid = self.seen or 0
+        snap = compat.snapshot(manager, sid) if sid else None
+        if snap is None:  # expired already: the latest one is covered too (refresh merged it)
+            self.refresh()
+            sid = self.seen or 0
+            snap = compat.snapshot(manager, sid)
+        name = f"{RECORD_PREFIX}{sid:020d}-{uuid.uuid4().hex[:12]}.json"
+        body = {"snapshot": sid, "snapshot_time_ms": snap.time_millis if snap is not None else 0, "seqs": seqs}
+        self._file_io.check_or_mkdirs(self._dir)
+        compat.write_whole(self._file_io, f"{self._dir}/{name}", json.dumps(body, sort_keys=True))
+        for old in self._record_files:
+            try:
+                self._file_io.delete(f"{self._dir}/{old}", False)
+            except FileNotFoundError:
+                pass  # another server's newer record subsumed it first
+        self._record_files = {name}
+        self._recorded = dict(seqs)
+        log.debug("producer_record_written", dir=self._dir, snapshot=sid, producers=len(seqs))

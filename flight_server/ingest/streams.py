@@ -109,7 +109,14 @@ class Ingest:
         deadline = time.monotonic() + timeout
         with self._lock:
             committers = [*self._committers.values(), *self._retired]
-        return all([c.join(max(0.0, deadline - time.monotonic())) for c in committers])
+        stopped = all([c.join(max(0.0, deadline - time.monotonic())) for c in committers])
+        for c in committers:  # the last commits' seqs recorded beside the snapshots (ingest/seqs.py)
+            if not c.is_running:
+                try:
+                    c.producers.checkpoint()
+                except Exception:  # noqa: BLE001 - the snapshots hold them; the next start records them
+                    log.warning("producer_record_failed", table=c.name, exc_info=True)
+        return stopped
 
     def put(self, target: WriteTarget, schema: pa.Schema, chunks: Chunks,
             send_ack: Callable[[bytes], None], cancelled: Callable[[], bool], fields: dict) -> None:

@@ -3,7 +3,8 @@
 Which snapshots: the oldest ones beyond `snapshot.num-retained.max`, and older ones than
 `snapshot.time-retained` beyond `snapshot.num-retained.min`, at most `snapshot.expire.limit` a
 run; never one at or after a consumer's next snapshot (consumers not written to for
-`consumer.expiration-time` are removed first, as Paimon's committer does).
+`consumer.expiration-time` are removed first, as Paimon's committer does), and never one the
+named producers' record beside the snapshots does not cover yet (it is brought up to date first).
 
 What is deleted, as Java's SnapshotDeletion does, one snapshot at a time from the oldest: for
 each expired snapshot S (S + 1 the next, kept or expiring later)
@@ -58,8 +59,10 @@ def unsupported(opts: MaintenanceOptions) -> str | None:
 
 
 def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max: int | None = None,
-           retain_min: int | None = None, older_than_ms: int | None = None) -> ExpireResult:
-    """Expire what `opts` (or the given overrides, as the `expire_snapshots` action passes them) allow."""
+           retain_min: int | None = None, older_than_ms: int | None = None, covered_through=None) -> ExpireResult:
+    """Expire what `opts` (or the given overrides, as the `expire_snapshots` action passes them) allow.
+    `covered_through()` records what the snapshots say beside them (the named producers' seqs,
+    ingest/seqs.py) and returns the snapshot the record covers: nothing after it is expired."""
     reason = unsupported(opts)
     if reason is not None:
         raise InvalidRequest(f"expire_snapshots {store.name!r}: {reason}; run Paimon's own expire_snapshots "
@@ -90,6 +93,8 @@ def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max:
         if nxt is not None and nxt.time_millis >= older_than:
             end = sid
             break
+    if end > earliest and covered_through is not None:
+        end = min(end, covered_through() + 1)
     result.first_kept = max(end, earliest)
     if end <= earliest:
         return result

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.maintenance import compaction, expiry, kv_files, orphans
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import TableStore
@@ -119,6 +120,9 @@ class Maintainer:
         finds more to do (commits may outrun one compaction of max-file-num files, or one expiry of
         snapshot.expire.limit snapshots) for up to ROUND_BUDGET_S; True if work was left."""
         def both(store, opts):
+            committer = self._committers(name)
+            if committer is not None and committer.is_open:  # the seqs of the commits since the last round
+                committer.producers.checkpoint()
             if not opts.enabled:
                 return {"more": False}
             deadline = time.monotonic() + ROUND_BUDGET_S
@@ -180,13 +184,19 @@ class Maintainer:
 
     def _expire(self, name: str, store: TableStore, opts: MaintenanceOptions, retain_max=None, retain_min=None,
                 older_than_ms=None) -> dict:
-        done = expiry.expire(store, opts, int(self.clock() * 1000), retain_max, retain_min, older_than_ms)
+        done = expiry.expire(store, opts, int(self.clock() * 1000), retain_max, retain_min, older_than_ms,
+                             covered_through=lambda: self._producers(name, store).checkpoint())
         state = self._state(name)
         state.files_deleted += done.files_deleted
         if done.expired:
             state.expiries += 1
             state.last_expiry = {"at_ms": int(self.clock() * 1000), **done.as_json()}
         return done.as_json()
+
+    def _producers(self, name: str, store: TableStore) -> ProducerSeqs:
+        """The named producers' seqs of the table: its committer's here, else read from the table."""
+        committer = self._committers(name)
+        return committer.producers if committer is not None and committer.is_open else ProducerSeqs(store.table)
 
     def _orphans(self, name: str, store: TableStore, older_than_ms: int | None) -> dict:
         done = orphans.remove_orphan_files(store, int(self.clock() * 1000), older_than_ms)

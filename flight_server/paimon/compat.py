@@ -323,15 +323,19 @@ def earliest_snapshot_id(snapshot_manager) -> int | None:
 
 def listed_snapshot_ids(snapshot_manager) -> list[int]:
     """The ids of the snapshot files in the snapshot directory, in order."""
-    directory = snapshot_manager.snapshot_dir
-    if not snapshot_manager.file_io.exists(directory):
-        return []
     ids = []
-    for status in snapshot_manager.file_io.list_status(directory):
-        name = str(getattr(status, "original_path", None) or status.path).rstrip("/").rsplit("/", 1)[-1]
+    for name in list_names(snapshot_manager.file_io, snapshot_manager.snapshot_dir):
         if name.startswith("snapshot-") and name[len("snapshot-"):].isdigit():
             ids.append(int(name[len("snapshot-"):]))
     return sorted(ids)
+
+
+def list_names(file_io, directory: str) -> list[str]:
+    """The names of the entries of `directory` (none when it does not exist)."""
+    if not file_io.exists(directory):
+        return []
+    return [str(getattr(status, "original_path", None) or status.path).rstrip("/").rsplit("/", 1)[-1]
+            for status in file_io.list_status(directory)]
 
 
 def arrow_schema(table) -> pa.Schema:
