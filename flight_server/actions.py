@@ -101,7 +101,7 @@ def consumer_commit(reg: Registries, body: wa.ConsumerCommitBody) -> wa.Empty:
     if not is_int(body.next_snapshot, minimum=1):
         raise InvalidRequest(f"Action 'consumer_commit': 'next_snapshot' must be an integer >= 1, "
                              f"got {body.next_snapshot!r}.")
-    reg.paimon.consumer_commit(name, cid, body.next_snapshot)
+    reg.maintainer.consumer_commit(name, cid, body.next_snapshot)
     return wa.Empty()
 
 

@@ -83,16 +83,15 @@ def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max:
             f"{' (the table option snapshot.num-retained.min)' if given_max is not None else ''}; pass retain_min too.")
     older_than = now_ms - opts.time_retained_ms if older_than_ms is None else older_than_ms
     lowest = max(latest.id - retain_max + 1, earliest)  # below it: past num-retained.max, whatever its age
-    end = latest.id - retain_min + 1
-    consumers = store.consumers()
-    if consumers:
-        end = min(end, min(consumers.values()))
-    end = min(end, earliest + opts.expire_limit)
+    end = min(latest.id - retain_min + 1, earliest + opts.expire_limit)
     for sid in range(lowest, end):  # S expires once S + 1 is older than time-retained (Java's rule)
         nxt = store.snapshot(sid + 1)
         if nxt is not None and nxt.time_millis >= older_than:
             end = sid
             break
+    consumers = store.consumers()  # last before deleting: another server's consumer commit is seen if it landed
+    if consumers:
+        end = min(end, min(consumers.values()))
     if end > earliest and covered_through is not None:
         end = min(end, covered_through() + 1)
     result.first_kept = max(end, earliest)

@@ -48,6 +48,7 @@ class TableState:
     last_error: str | None = None
     cpu_s: float = 0.0  # the maintenance thread's CPU time in this table's rounds
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    consumers: threading.Lock = field(default_factory=threading.Lock, repr=False)  # expiry or a consumer commit
 
     def as_json(self) -> dict:
         return {"snapshots": self.snapshots, "data_files": self.data_files, "data_bytes": self.data_bytes,
@@ -114,6 +115,13 @@ class Maintainer:
 
     def remove_orphan_files(self, name: str, older_than_ms: int | None = None) -> dict:
         return self._step(name, lambda store, opts: self._orphans(name, store, older_than_ms))
+
+    def consumer_commit(self, name: str, consumer_id: str, next_snapshot: int) -> None:
+        """Record a consumer's progress, never while this server expires the table: an expiry run
+        reads the consumers before it deletes, so a commit answered before it ends would otherwise
+        not be seen by it. A commit that waited for one finds its snapshot kept, or is refused."""
+        with self._state(name).consumers:
+            self.paimon.consumer_commit(name, consumer_id, next_snapshot)
 
     def maintain(self, name: str) -> bool:
         """One round after commits: compact what needs it and expire, in turn, again while either
@@ -184,9 +192,10 @@ class Maintainer:
 
     def _expire(self, name: str, store: TableStore, opts: MaintenanceOptions, retain_max=None, retain_min=None,
                 older_than_ms=None) -> dict:
-        done = expiry.expire(store, opts, int(self.clock() * 1000), retain_max, retain_min, older_than_ms,
-                             covered_through=lambda: self._producers(name, store).checkpoint())
         state = self._state(name)
+        with state.consumers:  # a consumer commit waits for the run (consumer_commit)
+            done = expiry.expire(store, opts, int(self.clock() * 1000), retain_max, retain_min, older_than_ms,
+                                 covered_through=lambda: self._producers(name, store).checkpoint())
         state.files_deleted += done.files_deleted
         if done.expired:
             state.expiries += 1

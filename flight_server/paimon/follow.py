@@ -136,9 +136,10 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
     poll_s = req.poll_interval_ms / 1000.0
     no_rows = pa.RecordBatch.from_pylist([], schema=scope.schema)  # carries the done marks
     try:
-        if full is not None:
-            splits = pick(scope.snapshot_splits(full), buckets, None)
-            yield from scope.batches(splits, messages.snapshot_mark(full))
+        if full is not None:  # a consumer's first full read is protected by nothing: expiry may take it
+            with scope.expired_named([full]):
+                splits = pick(scope.snapshot_splits(full), buckets, None)
+                yield from scope.batches(splits, messages.snapshot_mark(full))
             nxt = full + 1
         position.next = nxt
         if nxt > 1:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
+import contextlib
+from collections.abc import Iterable, Iterator
 
 from flight_server.paimon import compat
 from flight_server.paimon.filter import build_predicate
@@ -60,7 +60,27 @@ class Scope:
             builder = builder.with_filter(self.predicate)
         if self.req.columns is not None:
             builder = builder.with_projection(list(self.req.columns))
-        return sorted(builder.new_scan().plan().splits(), key=compat.split_sort_key)
+        with self.expired_named([snapshot_id]):  # chosen (latest, a pin's) then expired before planning
+            return sorted(builder.new_scan().plan().splits(), key=compat.split_sort_key)
+
+    @contextlib.contextmanager
+    def expired_named(self, snapshot_ids: Iterable[int | None]):
+        """A read or plan of these snapshots that fails because one expired meanwhile (its snapshot
+        file or its data files deleted: pypaimon and pypaimon-rust say so in several ways) ends
+        NOT_FOUND naming it, not as an internal error; other errors pass unchanged."""
+        try:
+            yield
+        except Exception as e:  # noqa: BLE001 - re-raised unless a snapshot of the read is gone
+            if isinstance(e, NotFound) or not _missing_file(e):
+                raise
+            sm = self.table.snapshot_manager()
+            gone = [sid for sid in snapshot_ids if sid is not None and compat.snapshot(sm, sid) is None]
+            if not gone:
+                raise
+            raise NotFound(
+                f"Snapshot {gone[0]} of Paimon table {self.name!r} expired while it was read (snapshot expiry "
+                "deleted it and its files); plan the read again (it then reads a kept snapshot), or keep the "
+                "snapshot with a tag or a consumer.", table=self.name, snapshot=gone[0]) from e
 
     def batches(self, splits: list, meta: bytes | None = None) -> Iterator:
         """`(batch, app_metadata)` as pypaimon reads them (up to BATCH_ROWS rows each), cast to
@@ -85,6 +105,12 @@ class Scope:
         if snap is None:
             raise NotFound(_missing_snapshot(self.name, snapshot_id, sm), table=self.name, snapshot=snapshot_id)
         return snap
+
+
+def _missing_file(e: Exception) -> bool:
+    text = str(e)
+    return (isinstance(e, (FileNotFoundError, OSError)) or "NotFound" in text or "No such file" in text
+            or "doesn't exist" in text or "does not exist" in text)
 
 
 def _missing_snapshot(name: str, snapshot_id: int, sm) -> str:

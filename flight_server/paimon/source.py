@@ -102,7 +102,10 @@ class PaimonSource:
         """Record that the consumer has read every snapshot before `next_snapshot`.
 
         Progress past the latest snapshot + 1 would make a resumed read skip snapshots that are
-        committed later, so it is refused.
+        committed later, so it is refused; so is progress to a snapshot that is expired (NOT_FOUND:
+        a resumed read could not start there). The caller keeps this server's expiry of the table
+        out meanwhile (Maintainer.consumer_commit); the snapshot is looked for again after the
+        write, for another server's.
         """
         table = self.table(name)
         limit = (compat.latest_snapshot_id(table) or 0) + 1
@@ -111,7 +114,17 @@ class PaimonSource:
                 f"Consumer {consumer_id!r} of Paimon table {name!r}: next_snapshot {next_snapshot} is past "
                 f"the latest snapshot + 1 ({limit}); commit only snapshots that were read.",
                 table=name)
+        self._check_kept(table, name, consumer_id, next_snapshot, limit)
         compat.write_consumer(table, consumer_id, next_snapshot)
+        self._check_kept(table, name, consumer_id, next_snapshot, limit)
+
+    @staticmethod
+    def _check_kept(table, name: str, consumer_id: str, next_snapshot: int, limit: int) -> None:
+        if next_snapshot < limit and compat.snapshot(table.snapshot_manager(), next_snapshot) is None:
+            raise NotFound(
+                f"Consumer {consumer_id!r} of Paimon table {name!r}: snapshot {next_snapshot} has expired, so "
+                "the consumer cannot resume there; start it over from 'latest-full' (or under a new consumer "
+                "id), and commit progress more often than snapshot.time-retained.", table=name)
 
     def create_table(self, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> dict:
         return create.create_table(self.catalog(), name, schema, primary_keys, partition_keys, options)
@@ -263,22 +276,11 @@ def _pinned(tickets: list[PaimonTicket], plan: list[tuple[int, list]] | None) ->
 
 
 def _expired_named(scope: Scope, ticket: PaimonTicket, items: Iterator) -> Iterator:
-    """A pinned read whose files snapshot expiry deleted meanwhile ends naming the snapshot, not as
-    an internal error (pypaimon and pypaimon-rust report a missing file in several ways)."""
-    try:
+    """A pinned read whose files snapshot expiry deleted meanwhile ends naming the snapshot."""
+    wanted = [ticket.snapshot] if ticket.mode == names.SNAPSHOT_READ else range(ticket.from_snapshot + 1,
+                                                                                ticket.to_snapshot + 1)
+    with scope.expired_named(wanted):
         yield from items
-    except Exception as e:  # noqa: BLE001 - re-raised unless a snapshot of the ticket is gone
-        text = str(e)
-        if not (isinstance(e, FileNotFoundError) or "NotFound" in text or "No such file" in text):
-            raise
-        wanted = [ticket.snapshot] if ticket.mode == names.SNAPSHOT_READ else range(ticket.from_snapshot + 1, ticket.to_snapshot + 1)
-        gone = [sid for sid in wanted if sid is not None and compat.snapshot(scope.table.snapshot_manager(), sid) is None]
-        if not gone:
-            raise
-        raise NotFound(
-            f"Snapshot {gone[0]} of Paimon table {scope.name!r} expired while it was read (snapshot expiry deleted "
-            "its files); plan the read again, or keep the snapshot with a tag or a consumer.",
-            table=scope.name, snapshot=gone[0]) from e
 
 
 def _snapshot(scope: Scope, ticket: PaimonTicket) -> Iterator:
