@@ -506,6 +506,43 @@ def test_compaction_skips_deletes_once_a_table_ignores_them_as_java_paimon_reads
     assert [f.file.file_source for f in live_files(table_of(warehouse, t))] == [1], "marked as Java's COMPACT"
 
 
+def test_with_a_sequence_field_a_delete_at_the_bottom_still_hides_a_later_row_with_a_lower_sequence(client,
+                                                                                                    warehouse):
+    """`+I s=5`, `-D s=5`, compaction to the top level, then `+I s=1`: the delete still wins (the
+    read before compaction says so); Java Paimon drops it there and the late row comes back
+    (apache/paimon#4767). Compaction must change no row."""
+    from pypaimon import Schema
+
+    wh = Warehouse(warehouse)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.int64()), ("op", pa.string())])
+    wh.catalog.create_table("db.seq", Schema.from_pyarrow_schema(schema, primary_keys=["id"], options={
+        "bucket": "1", "sequence.field": "s", "rowkind.field": "op"}), False)
+
+    def commit(ids, s, op):
+        wh.commit("db.seq", pa.table({"id": pa.array(ids, pa.int64()), "s": pa.array([s] * len(ids), pa.int64()),
+                                      "op": [op] * len(ids)}))
+
+    def ids() -> list[int]:
+        return sorted(wh.read("db.seq").column("id").to_pylist())
+
+    commit([1, 2, 3], 5, "+I")
+    commit([1, 2], 5, "-D")
+    assert ids() == [3]
+    client.action(names.COMPACT, {"table": "db.seq"})  # everything to the top level
+    files = live_files(table_of(warehouse, "db.seq"))
+    assert len(files) == 1 and files[0].file.delete_row_count == 2, "the deletes stay with the rows they hide"
+    commit([1], 1, "+I")  # written later, ordered before the delete by its sequence value
+    assert ids() == [3]
+    client.action(names.COMPACT, {"table": "db.seq"})
+    assert ids() == [3], "compaction brought back a row its delete hides"
+    _, whole = read_all(client, command({"table": "db.seq"}))
+    assert sorted(whole.column("id").to_pylist()) == [3]
+    commit([2], 9, "+I")  # a higher sequence value wins over the delete, compacted or not
+    assert ids() == [2, 3]
+    client.action(names.COMPACT, {"table": "db.seq"})
+    assert ids() == [2, 3]
+
+
 def test_a_file_compaction_moved_up_a_level_survives_expiry(client, warehouse):
     """A file that overlaps no other is moved to the output level, not rewritten (Paimon's upgrade:
     DELETE at level 0 and ADD at level 5 of the same file in one snapshot): expiring the snapshots

@@ -199,7 +199,7 @@ def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[
         # keeps that with lookups while compacting, not built here): everything to the top level.
         full = True
     if full:  # Paimon's pickFullCompaction: everything to the top level, unless it is there already
-        done = len(runs) == 1 and runs[0][0] == max_level and all(f.deletes == 0 for f in files)
+        done = len(runs) == 1 and runs[0][0] == max_level and (rewriter.keeps_deletes or all(f.deletes == 0 for f in files))
         unit = None if done else (max_level, runs)
     else:
         unit = pick_runs(runs, opts, max_level)
@@ -209,8 +209,9 @@ def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[
     chosen = [f for _, run in chosen_runs for f in run]
     if len(chosen) == 1 and chosen[0].level == level:
         return [], [], 0
-    # Deletes can go once nothing older lies below the output (Paimon's dropDelete).
-    drop_delete = level != 0 and level >= max(f.level for f in files)
+    # Deletes can go once nothing older lies below the output (Paimon's dropDelete), unless a later
+    # row may sort below them (kv_files.keeps_deletes).
+    drop_delete = level != 0 and level >= max(f.level for f in files) and not rewriter.keeps_deletes
     small = opts.compaction_file_size
     rewrites: list[list[list[list[LiveFile]]]] = []  # groups of sections merged together
     upgrades: list[LiveFile] = []
@@ -225,7 +226,7 @@ def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[
         candidate.clear()
 
     def upgrade(f: LiveFile):
-        if level == max_level and f.deletes != 0:  # its deletes must go: rewritten alone
+        if level == max_level and f.deletes != 0 and not rewriter.keeps_deletes:  # its deletes must go: rewritten alone
             rewrites.append([[[f]]])
         elif f.level != level:
             upgrades.append(f)

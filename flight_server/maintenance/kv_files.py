@@ -48,6 +48,15 @@ def unsupported(table) -> str | None:
     return None
 
 
+def keeps_deletes(table) -> bool:
+    """Whether a retraction must stay even at the bottom of a bucket: with `sequence.field` a row
+    written later can carry a lower sequence value than the delete, and only the delete, still
+    there to merge with, keeps it hidden (Java Paimon drops it and brings the row back:
+    apache/paimon#4767). Without it a later row always wins, so bottom-level deletes can go."""
+    opts = table.options.options.to_map()
+    return bool(str(opts.get("sequence.field", "")).strip())
+
+
 def sections(files: list) -> list[list[list]]:
     """The files (LiveFiles of one bucket) in key-disjoint sections, each as its sorted runs (files
     whose key ranges do not overlap), in key order: Paimon's IntervalPartition."""
@@ -71,6 +80,7 @@ class KvRewriter:
         from pypaimon.write.file_store_write import FileStoreWrite
 
         self.table = table
+        self.keeps_deletes = keeps_deletes(table)
         self.level0_unread = table.options.batch_scan_skip_level0()  # first-row: rows show once above level 0
         opts = table.options.options.to_map()
         # Retracting rows written before ignore-delete was set are skipped, as Java's merge functions do.
