@@ -23,21 +23,6 @@ def mib(n: int) -> str:
     return f"{n / MiB:.4g} MiB"
 
 
-def parse_bytes(text: str) -> int:
-    """`64MiB`, `1GiB`, `512KiB`, `1048576`: a positive byte count (ValueError otherwise)."""
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "kb": 10**3, "mb": 10**6,
-             "gb": 10**9, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "": 1}
-    raw = text.strip().lower().replace(" ", "")
-    number = raw.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = raw[len(number):]
-    if unit not in units or not number:
-        raise ValueError(f"{text!r} is not a size; write e.g. 64MiB, 2GiB or 1048576")
-    value = int(float(number) * units[unit])
-    if value <= 0:
-        raise ValueError(f"{text!r} is not a positive size")
-    return value
-
-
 class StreamSlots:
     """At most `limit` do_get/do_put streams at once (None: no limit)."""
 

@@ -16,7 +16,8 @@ from flight_server.cli import CliError, targets
 from flight_server.cli.serve import cmd_serve
 from flight_server.cli.tail import cmd_tail as _tail
 from flight_server.ingest.streams import DEFAULT_WRITERS
-from flight_server.limits import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_STREAMS, DEFAULT_MAX_TABLES, parse_bytes
+from flight_server.limits import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_STREAMS, DEFAULT_MAX_TABLES
+from flight_server.units import parse_flag_bytes
 from flight_server.wire import names
 from flight_server.wire.errors import connection_hint
 from producers.client import Client, error_message
@@ -66,8 +67,9 @@ def _names(values: list[str] | None) -> list[str]:
 
 
 def _size(text: str) -> int:
+    """A byte flag: Paimon's size grammar (64mb = 64MiB = 64m, all 1024-based), as flight_server.units."""
     try:
-        return parse_bytes(text)
+        return parse_flag_bytes(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -213,8 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--commit-interval-ms", type=int, default=100,
                    help="durable writes: commit the batches of a Paimon table's producers at most this often")
     p.add_argument("--commit-bytes", type=_size, default="64MiB",
-                   help="durable writes: commit sooner once this many bytes are written, e.g. 16MiB; producers "
-                        "wait while a quarter of it (4-16 MiB) waits for a writer thread")
+                   help="durable writes: commit sooner once this many bytes are written, e.g. 16MiB (sizes as "
+                        "Paimon writes them: 16mb = 16m = 16MiB); producers wait while a quarter of it (4-16 MiB) "
+                        "waits for a writer thread")
     p.add_argument("--write-threads", type=int, default=DEFAULT_WRITERS,
                    help="durable writes: threads that encode an append table's (bucket -1) batches in parallel "
                         f"(default: half the CPU count, 1 to 8; here {DEFAULT_WRITERS}); a table with primary keys or "
@@ -232,8 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "port may do anything)")
     s = p.add_argument_group("limits")
     s.add_argument("--max-memory", type=_size,
-                   help="bytes all push tables may hold, e.g. 2GiB: register reserves partitions x capacity_bytes "
-                        "(default capacity_bytes 64 MiB) and is refused past it (unset: no byte bound)")
+                   help="bytes all push tables may hold, e.g. 2GiB (= 2gb: Paimon's sizes, 1024-based): register "
+                        "reserves partitions x capacity_bytes (default capacity_bytes 64 MiB) and is refused past "
+                        "it (unset: no byte bound)")
     s.add_argument("--max-streams", type=int, default=DEFAULT_MAX_STREAMS, help="do_get/do_put streams open at once")
     s.add_argument("--max-tables", type=int, default=DEFAULT_MAX_TABLES, help="push tables registered at once")
     s.add_argument("--max-partitions", type=int, default=DEFAULT_MAX_PARTITIONS,
@@ -262,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout-s", type=float,
                    help="fail a partition whose producers send nothing for this many seconds (unset: never)")
     p.add_argument("--capacity-bytes", type=_size,
-                   help="bytes a partition holds before producers wait, e.g. 64MiB (unset: the server's default)")
+                   help="bytes a partition holds before producers wait, e.g. 64MiB (= 64mb: Paimon's sizes, "
+                        "1024-based; unset: the server's default)")
     client_args(p)
 
     p = command("create", "create a Paimon table for durable writes (do_put into it, Client.paimon_sink)", cmd_create)

@@ -1,4 +1,5 @@
-"""The maintenance a table asks for, read from its own Paimon options (Paimon's names).
+"""The maintenance a table asks for, read from its own Paimon options (Paimon's names, and its
+grammar for sizes and durations, flight_server.units: `target-file-size` 256mb is 256 MiB).
 
 Paimon's defaults assume about one commit a minute; durable ingest commits up to ten a second, so
 where that matters the server's defaults differ, and docs/protocol.md says why:
@@ -18,14 +19,10 @@ merge-tree options and defaults:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from flight_server.units import parse_bytes, parse_duration_ms
 from flight_server.wire.errors import InvalidRequest
-
-_UNITS_MS = {"ms": 1, "s": 1000, "sec": 1000, "min": 60_000, "m": 60_000, "h": 3_600_000, "hour": 3_600_000,
-             "d": 86_400_000, "day": 86_400_000}
-_UNITS_BYTES = {"b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30}
 
 
 CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
@@ -80,9 +77,11 @@ class MaintenanceOptions:
                 return default
             try:
                 return parse(str(raw))
-            except ValueError:
-                raise InvalidRequest(f"Paimon table {table_name!r}: option {key!r} = {raw!r} is not valid "
-                                     f"({parse.__doc__}); fix it with ALTER TABLE ... SET.") from None
+            except ValueError as e:  # sizes and durations say why, in Paimon's grammar (flight_server.units)
+                grammar = parse in (parse_bytes, parse_duration_ms)
+                why = str(e) if grammar else f"{str(raw)!r} is not {parse.__doc__}"
+                raise InvalidRequest(f"Paimon table {table_name!r}: option {key!r}: {why}; fix it with "
+                                     "ALTER TABLE ... SET.") from None
 
         out = MaintenanceOptions(
             min_file_num=get("compaction.min.file-num", _count, d.min_file_num),
@@ -141,22 +140,3 @@ def _flag(text: str) -> bool:
     if text.lower() not in ("true", "false"):
         raise ValueError(text)
     return text.lower() == "true"
-
-
-def parse_duration_ms(text: str) -> int:
-    """a duration such as '1 h', '30 min', '10 s', '1 d' or milliseconds"""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
-    if not match or (match.group(2) and match.group(2).rstrip("s") not in _UNITS_MS and match.group(2) not in _UNITS_MS):
-        raise ValueError(text)
-    unit = match.group(2) or "ms"
-    factor = _UNITS_MS.get(unit) or _UNITS_MS[unit.rstrip("s")]
-    return int(match.group(1)) * factor
-
-
-def parse_bytes(text: str) -> int:
-    """a size such as '128 mb', '256MB' or bytes"""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
-    unit = (match.group(2) if match else "x").replace("ib", "b") or "b"
-    if not match or unit not in _UNITS_BYTES:
-        raise ValueError(text)
-    return int(match.group(1)) * _UNITS_BYTES[unit]
