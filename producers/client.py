@@ -171,7 +171,8 @@ class Client:
         return TableSink(self, name, partition, schema, call_timeout)
 
     def sink(self, name: str, partition: int = 0, call_timeout: float | None = None) -> TableSink:
-        """Attach a sink to a partition of an already registered push table (the `write` grant is enough)."""
+        """Attach a sink to a partition of an already registered push table (the `write` grant is
+        enough). Nothing is retried: a push table is memory and does not outlive its server."""
         descriptor = flight.FlightDescriptor.for_path(*names.push_path(name))
         return TableSink(self, name, partition, self.flight.get_schema(descriptor, options=self.options()).schema,
                          call_timeout)
@@ -265,8 +266,11 @@ class Client:
         """A durable writer into Paimon table `table`: `write` batches, `close` returns once every
         batch is committed. A named `producer` is exactly-once: it resumes after the table's
         `last_seq` and, if the server goes away, reconnects and resends only what the table lacks.
-        At most `max_unacked` batches and `max_unacked_bytes` are in flight (kept for resending):
-        `write` waits past either; within them the window follows the acks' latency (docs/protocol.md)."""
+        Every call the sink makes, opening it too, is retried while the server is away (UNAVAILABLE,
+        CANCELLED), within `reconnect_timeout` s; a user's mistake (NOT_FOUND, INVALID_ARGUMENT,
+        PERMISSION_DENIED, UNAUTHENTICATED) is raised at once. At most `max_unacked` batches and
+        `max_unacked_bytes` are in flight (kept for resending): `write` waits past either; within
+        them the window follows the acks' latency (docs/protocol.md)."""
         return PaimonSink(self, table, producer, reconnect_timeout, call_timeout, max_unacked, max_unacked_bytes)
 
     # -- reading -------------------------------------------------------------------------

@@ -7,23 +7,34 @@ last ack. A named producer numbers its batches (`{"seq": N}`), starts after the 
 reconnects, asks `producer_state` and resends only what the table lacks: exactly-once.
 An unnamed producer cannot know which of its unacked batches were committed, so a lost
 connection is an error naming how many were unacked (at-least-once if the caller resends).
+
+Every call a sink makes goes through one retry policy (`retrying`): after an error that says the
+server went away (`retryable`: UNAVAILABLE, CANCELLED) it is made again, with backoff, until
+`reconnect_timeout`; any other error (NOT_FOUND, INVALID_ARGUMENT, PERMISSION_DENIED,
+UNAUTHENTICATED, ...) is the server's answer and is raised at once. That covers the sink's first
+calls (the table's schema, `producer_state`, the stream; for any producer, as nothing is sent
+yet), so a sink opened while the server restarts waits for it, and a named producer's
+reconnect (a new stream, `producer_state`, the resend).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import queue
+import re
 import threading
 import time
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
 
 from flight_server.wire import messages, names
-from flight_server.wire.errors import error_message
+from flight_server.wire.errors import Cancelled, Unavailable, error_message, from_flight
 from flight_server.wire.schemas import loosened, schema_difference
 from flight_server.wire.values import is_int
 from producers.sink import Slotted, SinkError
@@ -31,10 +42,13 @@ from producers.sink import Slotted, SinkError
 log = structlog.get_logger(__name__)
 
 _CLOSE = object()
-# A named producer resends after either: UNAVAILABLE (the server is going away or unreachable) or
-# CANCELLED, which this sink never causes itself (a server shutting down cancels the calls it
-# still holds). Resending is exactly-once (`producer_state`), and bounded by reconnect_timeout.
-_RETRYABLE = (flight.FlightUnavailableError, flight.FlightCancelledError)
+T = TypeVar("T")
+# pyarrow's client raises get_schema's own UNAVAILABLE and CANCELLED (connection refused or reset)
+# as a bare OSError whose text ends with the status's name, which `from_flight` does not read.
+_BARE_STATUS = re.compile(r"\. Detail: (Unavailable|Cancelled)\b")
+# The retry's backoff: 0.05 s doubling to 0.5 s (the sink's connection retries as often, so a
+# restarted server is reached within half a second of listening).
+_FIRST_DELAY_S, _MAX_DELAY_S = 0.05, 0.5
 # What a producer keeps in flight at most (sent, not yet acked, kept for resending): what the
 # server commits in an interval and a commit at ~300 MB/s, whatever the batch size.
 DEFAULT_MAX_UNACKED = 4096  # batches
@@ -65,8 +79,53 @@ class _Lost(Exception):
     """The connection to the server broke (a named producer reconnects)."""
 
 
+def retryable(error: BaseException) -> bool:
+    """Whether `error` says the server went away, so the call may succeed when made again:
+    UNAVAILABLE (the server is unreachable, restarting or shutting down) or CANCELLED, which a sink
+    never causes itself (a server shutting down cancels the calls it still holds), however pyarrow
+    raised it. Anything else is the server's answer (NOT_FOUND, INVALID_ARGUMENT,
+    PERMISSION_DENIED, UNAUTHENTICATED, a refused batch, a failed commit, a call's deadline)."""
+    if isinstance(error, _Lost) or isinstance(from_flight(error), (Unavailable, Cancelled)):
+        return True
+    return type(error) is OSError and _BARE_STATUS.search(str(error)) is not None
+
+
+def retrying(what: str, timeout: float, attempt: Callable[[], T], cause: BaseException | None = None) -> T:
+    """`attempt()`, made again while it fails `retryable`, with backoff, for at most `timeout` s;
+    then SinkError saying it could not `what` (raised from `cause`, else the last error). Any other
+    error is raised at once: retrying a user's mistake would only hide it until the deadline."""
+    deadline = time.monotonic() + timeout
+    delay = _FIRST_DELAY_S
+    while True:
+        try:
+            return attempt()
+        except Exception as e:  # noqa: BLE001 - sorted by `retryable`; the rest is raised as it came
+            if not retryable(e):
+                raise
+            if time.monotonic() + delay > deadline:
+                raise SinkError(f"Could not {what} within {timeout} s: {error_message(e)}") from (cause or e)
+            log.debug("sink_call_retried", call=what, error=error_message(e), delay_s=delay)
+            time.sleep(delay)  # backoff while the server restarts: nothing to wait on but time
+            delay = min(delay * 2, _MAX_DELAY_S)
+
+
+@contextlib.contextmanager
+def _losing() -> Iterator[None]:
+    """Around a call on the stream: a `retryable` error is a lost connection (`_Lost`)."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - sorted by `retryable`; the rest is raised as it came
+        if retryable(e):
+            raise _Lost(e) from e
+        raise
+
+
 class PaimonSink(Slotted):
-    """A producer's durable stream into one Paimon table; use as a context manager."""
+    """A producer's durable stream into one Paimon table; use as a context manager.
+
+    `reconnect_timeout` bounds each retry (opening the sink; each reconnect of a named producer):
+    calls that fail because the server is away are made again within it, and a user's mistake
+    (an unknown table, a bad name, a missing grant or token) is raised at once."""
 
     def __init__(self, client, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
                  call_timeout: float | None = None, max_unacked: int = DEFAULT_MAX_UNACKED,
@@ -83,12 +142,11 @@ class PaimonSink(Slotted):
         self._client = type(client)(client.uri, timeout=client.timeout, max_reconnect_backoff_s=0.5,
                                     credentials=client.credentials)
         self._options = self._client.options(call_timeout)
-        self.schema = client.flight.get_schema(flight.FlightDescriptor.for_path(*names.paimon_path(table)),
-                                               options=client.options()).schema
-        self._stream_schema = loosened(self.schema)
+        self.schema: pa.Schema | None = None
+        self._stream_schema: pa.Schema | None = None
         # The table's last committed seq of this producer; batches are numbered after it.
-        self.last_seq: int | None = client.producer_state(table, producer) if producer else None
-        self._next_seq = 0 if self.last_seq is None else self.last_seq + 1
+        self.last_seq: int | None = None
+        self._next_seq = 0
         self.last_snapshot: int | None = None  # the snapshot of the latest ack
         self.acked = 0  # batches acked (resent ones once)
         self.reconnects = 0
@@ -103,7 +161,12 @@ class PaimonSink(Slotted):
         self._stream_sent = 0
         self._ack_error: BaseException | None = None
         self._refused: messages.StreamFailed | None = None  # the server's word that the stream failed
-        self._open_stream()
+        try:
+            # A sink opened while the server restarts waits for it, as a reconnect does.
+            retrying(f"open {self.label}", reconnect_timeout, self._open)
+        except BaseException:
+            self._client.close()
+            raise
         self._sender = threading.Thread(target=self._send_loop, name=f"paimon-sink-{table}", daemon=True)
         self._sender.start()
 
@@ -184,6 +247,15 @@ class PaimonSink(Slotted):
             return flight.FlightDescriptor.for_path(*names.paimon_path(self.table))
         return flight.FlightDescriptor.for_command(json.dumps(names.write_command(self.table, self.producer)))
 
+    def _open(self) -> None:
+        """The sink's first calls: the table's schema, the producer's last committed seq, the stream."""
+        descriptor = flight.FlightDescriptor.for_path(*names.paimon_path(self.table))
+        self.schema = self._client.flight.get_schema(descriptor, options=self._client.options()).schema
+        self._stream_schema = loosened(self.schema)
+        self.last_seq = self._client.producer_state(self.table, self.producer) if self.producer else None
+        self._next_seq = 0 if self.last_seq is None else self.last_seq + 1
+        self._open_stream()
+
     def _open_stream(self) -> None:
         self._writer, self._acks = self._client.flight.do_put(self._descriptor(), self._stream_schema,
                                                               options=self._options)
@@ -194,50 +266,39 @@ class PaimonSink(Slotted):
         self._acker.start()
 
     def _write(self, seq: int, batch: pa.RecordBatch) -> None:
-        try:
+        with _losing():
             if self.producer is None:
                 self._writer.write_batch(batch)
             else:
                 self._writer.write_with_metadata(batch, pa.py_buffer(messages.batch_seq(seq)))
-        except _RETRYABLE as e:
-            raise _Lost(e) from e
         self._stream_sent += 1
 
     def _end_refused(self) -> None:
         """The server said the stream failed: half-close and raise the call's status, which
         carries the error and its code (UNAVAILABLE from a closing server: reconnect)."""
         refused = self._refused
-        try:
+        with _losing():
             self._writer.done_writing()
             self._writer.close()
-        except _RETRYABLE as e:
-            raise _Lost(e) from e
         raise SinkError(f"The server failed the stream into {self.label}: {refused}") from refused
 
     def _end_stream(self) -> None:
         """Send the end marker and wait for the last ack (the server answers after the commit)."""
-        try:
+        with _losing():
             self._writer.write_metadata(pa.py_buffer(messages.end(self._stream_sent)))
             self._writer.done_writing()
-        except _RETRYABLE as e:
-            raise _Lost(e) from e
         self._acker.join()
-        try:
+        with _losing():
             self._writer.close()
-        except _RETRYABLE as e:
-            raise _Lost(e) from e
-        if isinstance(self._ack_error, _RETRYABLE):
-            raise _Lost(self._ack_error)
         if self._ack_error is not None:
-            raise self._ack_error
+            raise _Lost(self._ack_error) if retryable(self._ack_error) else self._ack_error
         with self._lock:
             if self._unacked:
                 raise SinkError(f"The server ended the stream into {self.label} with {len(self._unacked)} "
                                 "batch(es) unacked.")
 
     def _reconnect(self, cause: BaseException) -> None:
-        """A named producer's resume: a new stream, `producer_state`, then the unacked batches the
-        table lacks, resent in order; retried (with backoff) until `reconnect_timeout`."""
+        """A named producer's resume (`_resume`), retried as every call is, within `reconnect_timeout`."""
         if self.producer is None:
             with self._lock:
                 n = len(self._unacked)
@@ -245,29 +306,23 @@ class PaimonSink(Slotted):
                 f"The connection to the server broke with {n} batch(es) into {self.label} unacked; an unnamed "
                 "producer cannot know whether they were committed (resending them is at-least-once; name the "
                 f"producer for exactly-once): {cause}") from cause
-        deadline = time.monotonic() + self.reconnect_timeout
-        delay = 0.05
-        while True:
-            self._drop_stream()
-            try:
-                last = self._client.producer_state(self.table, self.producer)
-                self._open_stream()
-                with self._lock:
-                    while self._unacked and last is not None and self._unacked[0].seq <= last:
-                        self._pop_acked()
-                    if last is not None:
-                        self.last_seq = max(last, self.last_seq if self.last_seq is not None else last)
-                    resend = list(self._unacked)
-                for sent in resend:
-                    self._write(sent.seq, sent.batch)
-                self.reconnects += 1
-                log.info("sink_reconnected", sink=self.label, last_seq=last, resent=len(resend))
-                return
-            except (_Lost, *_RETRYABLE) as e:
-                if time.monotonic() + delay > deadline:
-                    raise SinkError(f"Could not reconnect {self.label} within {self.reconnect_timeout} s: {e}") from cause
-                time.sleep(delay)  # backoff while the server restarts: nothing to wait on but time
-                delay = min(delay * 2, 0.5)
+        retrying(f"reconnect {self.label}", self.reconnect_timeout, self._resume, cause)
+
+    def _resume(self) -> None:
+        """A new stream, `producer_state`, then the unacked batches the table lacks, resent in order."""
+        self._drop_stream()
+        last = self._client.producer_state(self.table, self.producer)
+        self._open_stream()
+        with self._lock:
+            while self._unacked and last is not None and self._unacked[0].seq <= last:
+                self._pop_acked()
+            if last is not None:
+                self.last_seq = max(last, self.last_seq if self.last_seq is not None else last)
+            resend = list(self._unacked)
+        for sent in resend:
+            self._write(sent.seq, sent.batch)
+        self.reconnects += 1
+        log.info("sink_reconnected", sink=self.label, last_seq=last, resent=len(resend))
 
     def _drop_stream(self) -> None:
         """Let go of a broken stream (once); its own errors are the reason we are here."""

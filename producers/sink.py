@@ -87,6 +87,9 @@ class TableSink(Slotted):
     Inside `with sink:` any exception fails the partition in-band (the reader gets the cause),
     and a clean exit closes it with the end marker `{"end": N}` (the reader gets EOF once every
     writer has closed). A sink that is never closed never ends its partition cleanly.
+
+    No call of a push sink is retried, unlike a PaimonSink's: a push partition is memory and fails
+    when its server goes away (docs/protocol.md), so there is nothing to resend into or wait for.
     """
 
     def __init__(self, client, name: str, partition: int, schema: pa.Schema,
