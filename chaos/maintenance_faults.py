@@ -4,6 +4,7 @@ maintenance (after commits, and by hand) finishes what the killed one left."""
 
 from __future__ import annotations
 
+import signal
 import uuid
 
 from pypaimon import CatalogFactory
@@ -96,3 +97,110 @@ scenario("maintenance", "SIGKILL while compacting and expiring, restart",
 scenario("maintenance", "SIGKILL while merging a primary-key table and expiring, restart",
          "durable named producers into a merge tree: every row once; every kept snapshot reads; maintenance resumes",
          short=1, full=20)(lambda ctx: _killed_while_maintaining(ctx, keyed=True))
+
+
+IDLE = {"bucket": "4", "bucket-key": "id", "compaction.min.file-num": "2", "snapshot.num-retained.min": "1",
+        "snapshot.time-retained": "1 s"}  # the outside review's repro: short retention, several buckets
+
+
+def carrying_snapshots(warehouse: str, table: str) -> list[int]:
+    """The kept snapshots that carry a producer map (flight_server/ingest/seqs.py)."""
+    from flight_server.ingest.seqs import PROPERTY
+    from flight_server.paimon import compat
+
+    manager = CatalogFactory.create({"warehouse": warehouse}).get_table(table).snapshot_manager()
+    latest = manager.get_latest_snapshot()
+    return [sid for sid in range(1, latest.id + 1)
+            if (snap := compat.snapshot(manager, sid)) is not None and PROPERTY in (snap.properties or {})]
+
+
+def _idle_past_retention(ctx: Context, outside: bool) -> Run:
+    """A named producer's batches, then only commits that carry no producer map (the server's
+    compactions, or pypaimon's own commits) until expiry has removed every snapshot that did; the
+    server SIGKILLed or stopped at a random moment of that, restarted, and the producer resumes
+    (it resends whatever producer_state says the table lacks)."""
+    from producers.examples import events
+
+    port = ctx.free_port()
+    args = ("--commit-interval-ms", "20", "--maintenance-interval-ms", "100", "--shutdown-timeout", "2")
+    server = ctx.own_server(*args, port=port)
+    uri = server.uri
+    client = Client(uri, timeout=30)
+    table = f"db.i{uuid.uuid4().hex[:8]}"
+    client.create_table(table, SCHEMA, options=IDLE)
+    first = ctx.rnd.randint(5, BATCHES)
+    proc = ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", "p0", "--batches", str(first),
+                      "--rows", str(ROWS), "--rate", "80")
+    if ctx.exited(proc, "the named producer", timeout=60) != 0:
+        raise wrong_error(f"the named producer failed: {proc.stderr.read()[-300:]}")
+    outside_batches = 0
+    if outside:  # another writer: pypaimon itself, straight into the table
+        t = CatalogFactory.create({"warehouse": ctx.warehouse()}).get_table(table)
+        for k in range(ctx.rnd.randint(2, 5)):
+            compat_commit(t, pa_table(events.batch("outside", k, ROWS)))
+            outside_batches += 1
+    else:
+        client.compact(table)
+    cut = ctx.rnd.random() < 0.5  # SIGKILL while expiry runs, else once every carrying snapshot is gone
+
+    def expired_all() -> bool:
+        client.expire_snapshots(table, retain_max=1, retain_min=1)
+        return not carrying_snapshots(ctx.warehouse(), table)
+
+    if cut:
+        ctx.sleep_random(0.0, 1.5)
+        ctx.kill(server.proc)
+    else:
+        ctx.wait_for(expired_all, "expiry to remove every snapshot that carried the producer map", timeout=60)
+        if ctx.rnd.random() < 0.5:
+            ctx.kill(server.proc)
+        else:
+            ctx.kill(server.proc, signal.SIGTERM)
+    ctx.exited(server.proc, "the stopped server")
+    client.close()
+    found = kept_snapshots_read_whole(ctx.warehouse(), table)
+    if found:
+        raise wrong_error(f"after the stop: {found}")
+    ctx.own_server(*args, port=port)
+    client = Client(uri, timeout=30)
+    try:
+        ctx.wait_for(expired_all, "expiry after the restart", timeout=60)
+    finally:
+        client.close()
+    again = ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", "p0", "--batches", str(BATCHES),
+                       "--rows", str(ROWS))
+    if ctx.exited(again, "the resumed producer", timeout=60) != 0:
+        raise wrong_error(f"the resumed producer failed: {again.stderr.read()[-300:]}")
+    held, lost, duplicated = named_batches_held(ctx.warehouse(), table, 1, BATCHES)
+    lost += sum(ROWS for k in range(outside_batches) if held[("outside", k)] == 0)
+    return Run(detail=f"{first} batches before, {'an outside writer' if outside else 'compaction'}, "
+                      f"{'killed mid-expiry' if cut else 'stopped after expiry'}; {len(held)} batches held",
+               lost=lost, duplicated=duplicated)
+
+
+def pa_table(batch):
+    import pyarrow as pa
+
+    return pa.Table.from_batches([batch])
+
+
+def compat_commit(table, data) -> None:
+    """One pypaimon commit of `data`, as any other writer makes it."""
+    builder = table.new_batch_write_builder()
+    writer, commit = builder.new_write(), builder.new_commit()
+    try:
+        writer.write_arrow(data)
+        commit.commit(writer.prepare_commit())
+    finally:
+        writer.close()
+        commit.close()
+
+
+scenario("maintenance", "idle named producer past retention through compactions, stop, restart, resume",
+         "the resumed producer writes nothing twice and loses nothing, whatever expired",
+         short=1, full=20)(lambda ctx: _idle_past_retention(ctx, outside=False))
+
+
+scenario("maintenance", "idle named producer past retention through an outside writer's commits, stop, restart",
+         "the resumed producer writes nothing twice and loses nothing; the outside rows are all there once",
+         short=1, full=20)(lambda ctx: _idle_past_retention(ctx, outside=True))
