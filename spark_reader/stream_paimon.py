@@ -8,6 +8,7 @@ at offset 0, is instead a full scan pinned at its end snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from flight_server.wire import names
 from flight_server.wire.requests import PaimonRequest
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import (
-    EndpointPartition, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
+    EndpointPartition, SourceError, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
 )
 from spark_reader.options import Options
 
@@ -32,8 +33,25 @@ def offset(snapshot: int) -> dict:
     return {names.SNAPSHOT: snapshot}
 
 
+_PROTECT_ATTEMPTS = 5
 _MAX_PROBES = 1000  # snapshots inspected per trigger when admitting by rows, bytes or files
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # as Spark's Kafka source's maxTriggerDelay
+
+
+@contextlib.contextmanager
+def expired_means_new_checkpoint(opts: Options):
+    """A batch whose snapshots expired can never be read again from this checkpoint: say what to do."""
+    try:
+        yield
+    except SourceError as e:
+        if "expired" not in str(e):
+            raise
+        keep = ("its consumer kept only what it had recorded" if opts.consumer_id else
+                "set .option('consumer-id', ID) so expiry keeps what the stream has yet to read")
+        raise SourceError(
+            f"{str(e).rstrip('.')}. The stream cannot go on from its checkpoint: start it on a new checkpointLocation (scan.mode "
+            f"'latest-full' reads the table as it is now){' under a new consumer-id' if opts.consumer_id else ''}; "
+            f"to keep this from happening, {keep}, or raise snapshot.time-retained.") from None
 
 
 class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -45,7 +63,8 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.full_start = opts.scan_mode.endswith("-full")
         self._client = None  # opened lazily: this object is pickled before the planner uses it
         self._target: int | None = None  # the AvailableNow end, fixed at its start
-        self._recorded: int | None = None  # the consumer progress last recorded (consumer-id)
+        self._initial: dict | None = None  # the start offset, as first answered
+        self._recorded: int | None = None  # the next snapshot last recorded as the consumer's (consumer-id)
         self._last_batch: float | None = None  # when the last micro-batch was admitted (minRowsPerTrigger)
 
     def _c(self):
@@ -57,6 +76,13 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return call(self.opts, names.LATEST_SNAPSHOT, self._c().latest_snapshot, self.opts.table).snapshot_id or 0
 
     def initialOffset(self) -> dict:
+        # Once: Spark may ask again after the first batch's consumer progress is recorded, which
+        # must not move the start it already planned from.
+        if self._initial is None:
+            self._initial = self._initial_offset()
+        return self._initial
+
+    def _initial_offset(self) -> dict:
         if self.opts.consumer_id:
             # Like Paimon's connector: a consumer's recorded progress beats the scan mode.
             progress = call(self.opts, names.CONSUMER_PROGRESS, self._c().consumer_progress, self.opts.table,
@@ -84,11 +110,34 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks for the next offset only once the batch ending at `start` is in its commit
         # log; the source's commit() of the last batch comes only at the next start (never, for
         # an AvailableNow query's last batch), so a consumer id records its progress here too.
-        self._record_progress(begin)
-        end = self._admit(begin)
+        # It is recorded before the next batch is planned: the consumer then keeps every snapshot
+        # that batch reads from expiry, the query's first batch included.
+        if self.full_start and begin == 0 and self.opts.consumer_id:
+            end = self._protected_full_scan()
+        else:
+            self._record_progress(begin)
+            end = self._admit(begin)
         if end != begin:
             self._last_batch = time.monotonic()
         return offset(end)
+
+    def _protected_full_scan(self) -> int:
+        """The first batch's full-scan snapshot, recorded as the consumer's next snapshot before it
+        is read (so expiry keeps it); a snapshot that expired between choosing and recording it
+        (a busy table) is chosen again."""
+        for _ in range(_PROTECT_ATTEMPTS):
+            end = self._admit(0)
+            if end == 0:
+                return end
+            try:
+                self._record(end)
+                return end
+            except SourceError as e:
+                if "expired" not in str(e):
+                    raise
+        raise SourceError(f"{self.opts.target}: the snapshot of the first batch's full scan expired "
+                          f"{_PROTECT_ATTEMPTS} times before its consumer {self.opts.consumer_id!r} could keep it; "
+                          "raise snapshot.time-retained or snapshot.num-retained.min.")
 
     def _admit(self, begin: int) -> int:
         latest = self._latest() if self._target is None else self._target
@@ -152,10 +201,12 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         a, b = start[names.SNAPSHOT], end[names.SNAPSHOT]
         if b <= a:
             return []
-        return partitions_of(paimon_info(self._c(), self.opts, self.command(a, b)), self.opts)
+        with expired_means_new_checkpoint(self.opts):
+            return partitions_of(paimon_info(self._c(), self.opts, self.command(a, b)), self.opts)
 
     def read(self, partition: EndpointPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema, self.opts.credentials)
+        with expired_means_new_checkpoint(self.opts):
+            yield from read_partition(partition, self.schema, self.opts.credentials)
 
     def commit(self, end: dict) -> None:
         self._record_progress(end[names.SNAPSHOT])
@@ -164,11 +215,14 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Offsets live in Spark's checkpoint; a consumer id also records them in the table (the
         file `flight_cli tail --consumer-id` and Paimon's connectors use), so Paimon keeps those
         snapshots and a query on a new checkpoint resumes after them."""
-        if not self.opts.consumer_id or delivered <= 0 or delivered == self._recorded:
+        if not self.opts.consumer_id or delivered < 0 or delivered + 1 == self._recorded:
             return
+        self._record(delivered + 1)
+
+    def _record(self, next_snapshot: int) -> None:
         call(self.opts, names.CONSUMER_COMMIT, self._c().consumer_commit, self.opts.table, self.opts.consumer_id,
-             delivered + 1)
-        self._recorded = delivered
+             next_snapshot)
+        self._recorded = next_snapshot
 
     def stop(self) -> None:
         if self._client is not None:

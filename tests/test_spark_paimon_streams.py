@@ -206,3 +206,66 @@ def test_changelog_stream_of_a_primary_key_table_equals_pypaimons_changelog_read
     audit = read(fp, server.uri, f"{table}$audit_log").collect()
     assert audit and {r.rowkind for r in audit} <= {"+I", "+U"} and sorted(r.id for r in audit) == [0, 2, 3]
     assert read(fp, server.uri, f"{table}$audit_log").columns[0] == "rowkind"
+
+
+def first_batch_under_expiry(fp, server, paimon, client, checkpoint: str, monkeypatch, name: str, options: dict):
+    """Expiry as aggressive as it gets (everything but the latest snapshot, after a compaction that
+    replaced every file) while the query's first batch is being read; returns the stopped query
+    and the ids of each micro-batch."""
+    import threading
+
+    from flight_server.paimon.scope import Scope
+
+    table = paimon.create(name, buckets=2)
+    for i in range(3):
+        paimon.commit(table, rows(i * 100, 100))
+    reading, go_on = threading.Event(), threading.Event()
+    original = Scope.batches
+
+    def batches(scope, splits, meta=None):  # the server's read of batch 0, paused before its files open
+        if splits and not reading.is_set():
+            reading.set()
+            assert go_on.wait(120)
+        yield from original(scope, splits, meta)
+
+    monkeypatch.setattr(Scope, "batches", batches)
+    by_batch: dict[int, list[int]] = {}
+
+    def sink(df, batch_id):
+        by_batch[batch_id] = sorted(r.id for r in df.select("id").collect())
+
+    query = start_stream(fp, server.uri, table, checkpoint, sink, {"availableNow": True}, **options)
+    wait_for(delivered(query, reading.is_set), "the first batch's read to start", timeout=120)
+    paimon.commit(table, rows(900, 10))  # past the AvailableNow end (snapshot 3)
+    assert client.compact(table)["snapshots"]
+    client.expire_snapshots(table, retain_max=1, retain_min=1, older_than=int(time.time() * 1000) + 60_000)
+    go_on.set()
+    wait_for(lambda: not query.isActive, "the availableNow query to stop", timeout=120)
+    return query, table, by_batch
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode,options,first", [
+    ("latest-full", {}, 1),
+    ("earliest", {"scan.mode": "earliest"}, 1),
+    ("from-snapshot", {"scan.mode": "from-snapshot", "scan.snapshot-id": "2"}, 2),
+])
+def test_a_consumer_keeps_the_first_batch_from_expiry(fp, server, paimon, client, tmp_path, monkeypatch, mode,
+                                                      options, first):
+    """The consumer, recorded before the first batch was planned, keeps what it reads: every row
+    arrives once."""
+    query, table, by_batch = first_batch_under_expiry(fp, server, paimon, client, str(tmp_path / "cp"), monkeypatch,
+                                                      f"first_{mode.replace('-', '_')}", {"consumer-id": "first", **options})
+    assert query.exception() is None, query.exception()
+    assert ids(list(by_batch.values())) == list(range((first - 1) * 100, 300))
+    assert progress(client, table, "first") == 4
+
+
+@pytest.mark.timeout(300)
+def test_a_stream_whose_snapshots_expired_says_to_start_a_new_checkpoint(fp, server, paimon, client, tmp_path,
+                                                                         monkeypatch):
+    query, _, _ = first_batch_under_expiry(fp, server, paimon, client, str(tmp_path / "cp"), monkeypatch,
+                                           "unprotected", {})
+    text = str(query.exception())
+    assert "Snapshot 3" in text and "expired" in text
+    assert "new checkpointLocation" in text and "consumer-id" in text
