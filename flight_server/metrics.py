@@ -144,10 +144,13 @@ class _MaintenanceCollector:
 
     GAUGES = (("snapshots", "Snapshots the table keeps"), ("data_files", "Data files its latest snapshot reads"),
               ("data_bytes", "Bytes of those data files"))
+    MAINTENANCE_GAUGES = (("uncommitted_files", "Files compactions wrote whose commit failed, left for orphan removal"),
+                          ("uncommitted_bytes", "Bytes of those files"))
     COUNTERS = (("compactions", "COMPACT snapshots this server committed"),
                 ("compacted_bytes", "Bytes of the data files those compactions rewrote"),
                 ("expiries", "Expiry rounds that expired snapshots"),
-                ("files_deleted", "Data, changelog and manifest files expiry deleted"))
+                ("files_deleted", "Files expiry (data, changelog, manifest, index, statistics) and orphan removal "
+                                  "deleted"))
 
     def __init__(self, maintainer):
         self.maintainer = maintainer
@@ -157,12 +160,14 @@ class _MaintenanceCollector:
 
         tables = self.maintainer.stats()
         families = [GaugeMetricFamily(f"{NAMESPACE}_table_{key}", text, labels=["table"]) for key, text in self.GAUGES]
+        families += [GaugeMetricFamily(f"{NAMESPACE}_maintenance_{key}", text, labels=["table"])
+                     for key, text in self.MAINTENANCE_GAUGES]
         families += [CounterMetricFamily(f"{NAMESPACE}_maintenance_{key}", text, labels=["table"])
                      for key, text in self.COUNTERS]
         last = GaugeMetricFamily(f"{NAMESPACE}_maintenance_last_seconds",
                                  "Epoch seconds of the table's last compaction or expiry", labels=["table", "step"])
         for table, state in tables.items():
-            for family, (key, _) in zip(families, self.GAUGES + self.COUNTERS):
+            for family, (key, _) in zip(families, self.GAUGES + self.MAINTENANCE_GAUGES + self.COUNTERS):
                 family.add_metric([table], state[key])
             for step in ("compaction", "expiry"):
                 done = state[f"last_{step}"]

@@ -155,10 +155,12 @@ class CompactResult:
 
 
 def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None = None,
-            full: bool = False, commit_with=None) -> CompactResult:
+            full: bool = False, commit_with=None, uncommitted=None) -> CompactResult:
     """Compact the buckets of the latest snapshot that need it (all small files of every bucket when
     `full`, as Paimon's `compact` procedure does by hand), one COMPACT commit per bucket.
-    `commit_with(fn)` runs a commit where it cannot race this server's own (the table's committer)."""
+    `commit_with(fn)` runs a commit where it cannot race this server's own (the table's committer).
+    `uncommitted(files)` is told the files (name -> (path, size)) a commit that failed wrote: no
+    snapshot names them, and only orphan removal deletes them."""
     rewriter = kv_files.KvRewriter(store.table, store.name) if store.table.primary_keys else None
     result = CompactResult([])
     groups = store.live_files(store.latest())
@@ -179,13 +181,25 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
         if not messages:
             continue
         # A commit that fails leaves the new files unnamed by any snapshot: orphan removal takes them.
-        commit = lambda: store.commit_compact(messages, chosen)  # noqa: E731
+        commit = _committing(store, messages, chosen, uncommitted)
         result.snapshots.append(commit() if commit_with is None else commit_with(commit))
         result.files_in += len(chosen)
         result.files_out += sum(len(m.new_files) for m in messages) - upgraded
         result.upgraded += upgraded
         result.bytes_in += sum(f.size for f in chosen)
     return result
+
+
+def _committing(store: TableStore, messages: list, chosen: list[LiveFile], uncommitted):
+    """The commit of one bucket's compaction, telling `uncommitted` what it wrote if it fails."""
+    def commit():
+        try:
+            return store.commit_compact(messages, chosen)
+        except Exception:
+            if uncommitted is not None:
+                uncommitted(store.written_files(messages, chosen))  # not the files it only moved
+            raise
+    return commit
 
 
 def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[LiveFile], opts: MaintenanceOptions,

@@ -15,10 +15,14 @@ each expired snapshot S (S + 1 the next, kept or expiring later)
    and so does one S + 1 also added (a compaction that moved it to another level without
    rewriting it: Paimon's upgrade, the same file DELETEd at its old level and ADDed at the new);
 3. the changelog files S added;
-4. S's manifest lists and manifests that S + 1 (and so every later snapshot) and the tags do not name.
+4. S's manifest lists and manifests that S + 1 (and so every later snapshot) and the tags do not name;
+5. as Java's cleanUnusedIndexManifests and cleanUnusedStatisticsManifests: the index files S's
+   index manifest lists (HASH buckets, deletion vectors, global indexes), then that index manifest,
+   and S's statistics file, each unless S + 1 or a tag names it (an index file a later snapshot
+   still reads is listed by S + 1's index manifest: a file once dropped from it never comes back).
 A run cut off anywhere leaves no snapshot naming a deleted file; the next run starts by deleting
-the data files its earliest snapshot removed (step 2 of the step cut off). Only the manifests of
-that one step can be left, unreferenced, for orphan removal.
+the data files its earliest snapshot removed (step 2 of the step cut off). Only the manifests,
+index files and statistics of that one step can be left, unreferenced, for orphan removal.
 """
 
 from __future__ import annotations
@@ -124,7 +128,7 @@ def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int,
         try:
             nxt = store.snapshot(sid + 1)
             # what sid + 1 still names (and so every later one), and what the tags name
-            skip = None if nxt is None else _manifest_names(store, tags + [nxt])
+            skip = None if nxt is None else _skipping_set(store, tags + [nxt])
         except FileNotFoundError:
             nxt = None
         if nxt is None:
@@ -140,6 +144,7 @@ def _expire_until(store: TableStore, earliest: int, end: int) -> tuple[int, int,
                 deleted += sum(_delete_all(store, [store.manifest_path(m)])
                                for m in _listed(store, list_name) if m not in skip)
                 deleted += _delete_all(store, [store.manifest_path(list_name)])
+        deleted += _delete_index_and_statistics(store, snap, skip)
         snap = nxt
     # Once, at the end, and only as far as this run deleted: a hint above a snapshot that still
     # exists would hide it from expiry; below the earliest one it is harmless (readers look on).
@@ -179,13 +184,36 @@ def _listed(store: TableStore, list_name: str) -> list[str]:
         return []
 
 
-def _manifest_names(store: TableStore, snapshots: list) -> set[str]:
+def _skipping_set(store: TableStore, snapshots: list) -> set[str]:
+    """The names `snapshots` keep, as Java's manifestSkippingSet: manifest lists and manifests,
+    the index manifest and the index files it lists, and the statistics file."""
     names: set[str] = set()
     for snap in snapshots:
         for list_name in store.manifest_lists(snap):
             names.add(list_name)
             names.update(store.manifests_of_list(list_name))
+        if snap.index_manifest:
+            names.add(snap.index_manifest)
+            names.update(name for name, _ in store.index_files(snap.index_manifest))
+        if snap.statistics:
+            names.add(snap.statistics)
     return names
+
+
+def _delete_index_and_statistics(store: TableStore, snapshot, skip: set[str]) -> int:
+    """Delete the index files of `snapshot`'s index manifest, the manifest, and its statistics file,
+    each unless `skip` names it (a kept snapshot's index manifest is in it with all its files)."""
+    deleted = 0
+    if snapshot.index_manifest and snapshot.index_manifest not in skip:
+        try:
+            files = store.index_files(snapshot.index_manifest)
+        except FileNotFoundError:  # a run cut off after deleting it: its files went before it
+            files = []
+        deleted += _delete_all(store, [path for name, path in files if name not in skip])
+        deleted += _delete_all(store, [store.manifest_path(snapshot.index_manifest)])
+    if snapshot.statistics and snapshot.statistics not in skip:
+        deleted += _delete_all(store, [store.statistics_path(snapshot.statistics)])
+    return deleted
 
 
 def _delete_all(store: TableStore, paths: list[str]) -> int:

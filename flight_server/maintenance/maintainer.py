@@ -45,6 +45,9 @@ class TableState:
     expiries: int = 0
     last_expiry: dict | None = None
     files_deleted: int = 0
+    # name -> (path, size) of the files compactions wrote whose commit failed: no snapshot names
+    # them; they stay until an orphan pass deletes them (once older than its older_than)
+    uncommitted: dict = field(default_factory=dict, repr=False)
     last_error: str | None = None
     cpu_s: float = 0.0  # the maintenance thread's CPU time in this table's rounds
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -55,6 +58,8 @@ class TableState:
                 "compactions": self.compactions, "compacted_bytes": self.compacted_bytes,
                 "last_compaction": self.last_compaction,
                 "expiries": self.expiries, "last_expiry": self.last_expiry, "files_deleted": self.files_deleted,
+                "uncommitted_files": len(self.uncommitted),
+                "uncommitted_bytes": sum(size for _, size in self.uncommitted.values()),
                 "last_error": self.last_error, "cpu_s": round(self.cpu_s, 3)}
 
 
@@ -182,8 +187,13 @@ class Maintainer:
     def _compact(self, name: str, store: TableStore, opts: MaintenanceOptions, partition, full: bool) -> dict:
         committer = self._committers(name)
         commit_with = None if committer is None else (lambda fn: committer.between_commits(fn, COMMIT_WAIT_S))
-        done = compaction.compact(store, opts, partition, full, commit_with)
         state = self._state(name)
+
+        def uncommitted(files: dict) -> None:  # on the committer's thread, or this one
+            with self._cond:
+                state.uncommitted.update(files)
+
+        done = compaction.compact(store, opts, partition, full, commit_with, uncommitted)
         if done.snapshots:
             state.compactions += len(done.snapshots)
             state.compacted_bytes += done.bytes_in
@@ -208,8 +218,17 @@ class Maintainer:
         return committer.producers if committer is not None and committer.is_open else ProducerSeqs(store.table)
 
     def _orphans(self, name: str, store: TableStore, older_than_ms: int | None) -> dict:
+        state = self._state(name)
+        with self._cond:
+            watched = dict(state.uncommitted)
         done = orphans.remove_orphan_files(store, int(self.clock() * 1000), older_than_ms)
-        self._state(name).files_deleted += done.deleted
+        state.files_deleted += done.deleted
+        # A failed compaction's files are counted until gone: a pass deletes them once older than
+        # its older_than (a day by default), or another server's pass did.
+        gone = [n for n, (path, _) in watched.items() if not store.exists(path)]
+        with self._cond:
+            for n in gone:
+                state.uncommitted.pop(n, None)
         return done.as_json()
 
     def _orphans_due(self, name: str) -> bool:

@@ -3,9 +3,9 @@ that never happened (a writer killed after writing its files) or by an expiry cu
 
 As Paimon's remove_orphan_files: a file is deleted only if nothing kept names it and it is older
 than `older_than` (default a day), so the files of a commit still in flight are never touched.
-Candidates are only what Paimon's OrphanFilesClean lists: the files under manifest/, index/ and the
-partition (`key=value`) and bucket (`bucket-N`) directories; everything else in the table's
-directory (snapshot/, schema/, tag/, consumer/, statistics/, Iceberg metadata, anything else) is
+Candidates are only what Paimon's OrphanFilesClean lists: the files under manifest/, index/,
+statistics/ and the partition (`key=value`) and bucket (`bucket-N`) directories; everything else in
+the table's directory (snapshot/, schema/, tag/, consumer/, Iceberg metadata, anything else) is
 left alone. A table with branches or with changelogs kept apart from its snapshots (changelog/)
 is refused: their files live beside the main branch's, and this server does not read their
 snapshots (Paimon's own procedure does).
@@ -28,7 +28,7 @@ MIN_AGE_MS = 600_000  # a file younger than this may belong to a commit in fligh
 
 def candidate_dir(name: str) -> bool:
     """Whether a top-level directory of a table holds files orphan removal may delete."""
-    return name in ("manifest", "index") or name.startswith("bucket-") or ("=" in name and not name.startswith("."))
+    return name in ("manifest", "index", "statistics") or name.startswith("bucket-") or ("=" in name and not name.startswith("."))
 
 
 @dataclass

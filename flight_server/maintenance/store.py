@@ -23,6 +23,7 @@ log = structlog.get_logger(__name__)
 
 _IDENTIFIERS = itertools.count(1)
 COMPACT_SOURCE = 1  # DataFileMeta.file_source of a compaction's output (Java's FileSource.COMPACT)
+UNKNOWN_MTIME_MS = 1 << 62  # a listed file whose status has no mtime: never older than any threshold
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class TableStore:
     def __init__(self, table, name: str):
         self.table, self.name = table, name
         self._lists: dict[str, list[str]] = {}
+        self._indexes: dict[str, list[tuple[str, str]]] = {}
         self.manager = table.snapshot_manager()
         self.file_io = table.file_io
         self.path = str(table.table_path).rstrip("/")
@@ -97,14 +99,20 @@ class TableStore:
         return self._consumers().consumers()
 
     def expire_consumers(self, older_than_ms: int) -> list[str]:
-        """Remove consumers whose progress file was last written before `older_than_ms` (epoch ms);
-        returns their ids."""
-        from datetime import datetime
+        """Remove consumers whose progress file was last written before `older_than_ms` (epoch ms),
+        as Java's ConsumerManager.expire; returns their ids. Not pypaimon's `expire`: on an object
+        store it compares a datetime with a float and swallows the TypeError (nothing expires)."""
+        from pypaimon.consumer.consumer_manager import ConsumerManager
 
-        manager = self._consumers()
-        before = set(manager.list_all_ids())
-        manager.expire(datetime.fromtimestamp(older_than_ms / 1000))
-        return sorted(before - set(manager.list_all_ids()))
+        directory = f"{self.path}/consumer"
+        if not self.file_io.exists(directory):
+            return []
+        prefix = ConsumerManager.CONSUMER_PREFIX
+        removed = []
+        for path, name, _size, mtime_ms in self._files_in(directory):
+            if name.startswith(prefix) and mtime_ms < older_than_ms and self.delete(path):
+                removed.append(name[len(prefix):])
+        return sorted(removed)
 
     def _consumers(self):
         from pypaimon.consumer.consumer_manager import ConsumerManager
@@ -143,6 +151,37 @@ class TableStore:
 
     def manifest_path(self, name: str) -> str:
         return f"{self.path}/manifest/{name}"
+
+    def statistics_path(self, name: str) -> str:
+        return f"{self.path}/statistics/{name}"
+
+    def index_files(self, index_manifest: str) -> list[tuple[str, str]]:
+        """(name, path) of each index file an index manifest lists (its entries' files: HASH
+        buckets, deletion vectors, global indexes). Raises FileNotFoundError when the manifest is
+        gone (pypaimon's reader answers [] then, which would name nothing). Manifests are immutable:
+        read once per store."""
+        from pypaimon.manifest.index_manifest_file import IndexManifestFile
+
+        if index_manifest not in self._indexes:
+            entries = IndexManifestFile(self.table).read(index_manifest)
+            path = self.manifest_path(index_manifest)
+            if not entries and not self.file_io.exists(path):  # gone (before or while it was read)
+                raise FileNotFoundError(path)
+            if len(self._indexes) > 256:
+                self._indexes.clear()
+            self._indexes[index_manifest] = [(e.index_file.file_name, self._index_file_path(e)) for e in entries]
+        return self._indexes[index_manifest]
+
+    def _index_file_path(self, entry) -> str:
+        """Where an index manifest entry's file lives, as pypaimon's commit abort finds it (Java's
+        IndexFileHandler.filePath): a bucket index by the path factory (index/, or the bucket's
+        directory with index-file-in-data-file-dir), a global index under its root; an external
+        path as recorded."""
+        index_file = entry.index_file
+        factory = self.table.path_factory()
+        if index_file.index_type in ("DELETION_VECTORS", "HASH"):
+            return factory.bucket_index_path(tuple(entry.partition.values), entry.bucket, index_file, self.file_io)
+        return index_file.external_path or factory.global_index_path_factory().to_path(index_file.file_name)
 
     def manifest_lists(self, snapshot) -> list[str]:
         """The manifest list files a snapshot names (base, delta, changelog)."""
@@ -219,6 +258,9 @@ class TableStore:
             names.update(e.index_file.file_name for e in index.read(name))
         return names | manifests
 
+    def exists(self, path: str) -> bool:
+        return bool(self.file_io.exists(path))
+
     def has_entries(self, directory: str) -> bool:
         """Whether the table's top-level `directory` (branch, changelog, ...) holds anything."""
         path = f"{self.path}/{directory}"
@@ -233,13 +275,24 @@ class TableStore:
                    if status.type == pafs.FileType.Directory and top_dirs(name)]
         while pending:
             directory = pending.pop()
-            for name, status in self._children(directory):
-                if status.type == pafs.FileType.Directory:
-                    pending.append(f"{directory}/{name}")
-                    continue
-                mtime = status.mtime
+            yield from self._files_in(directory, pending)
+
+    def _files_in(self, directory: str, subdirectories: list | None = None):
+        """(path, name, size, mtime in epoch ms) of each file in `directory` (mtime a datetime on
+        object stores, epoch seconds locally); its subdirectories are appended to `subdirectories`."""
+        import pyarrow.fs as pafs
+
+        for name, status in self._children(directory):
+            if status.type == pafs.FileType.Directory:
+                if subdirectories is not None:
+                    subdirectories.append(f"{directory}/{name}")
+                continue
+            mtime = status.mtime
+            if mtime is None:  # unknown: never old enough to delete
+                mtime_ms = UNKNOWN_MTIME_MS
+            else:
                 mtime_ms = int(mtime.timestamp() * 1000) if hasattr(mtime, "timestamp") else int(mtime * 1000)
-                yield f"{directory}/{name}", name, status.size or 0, mtime_ms
+            yield f"{directory}/{name}", name, status.size or 0, mtime_ms
 
     def _children(self, directory: str):
         """(name, status) of each entry of `directory`."""
@@ -325,7 +378,8 @@ class TableStore:
 
     def commit_compact(self, messages, replaced: list[LiveFile]) -> int:
         """Commit the rewritten files in place of `replaced` as one COMPACT snapshot (adds no rows).
-        Raises when the commit conflicts (another writer removed a replaced file meanwhile)."""
+        Raises when the commit conflicts (another writer removed a replaced file meanwhile), and
+        only when it did not land (a commit whose outcome pypaimon calls uncertain may have)."""
         from pypaimon.manifest.schema.manifest_entry import ManifestEntry
 
         commit = self.table.new_batch_write_builder().new_commit()
@@ -338,13 +392,51 @@ class TableStore:
                                  total_buckets=lf.entry.total_buckets, file=lf.entry.file) for lf in replaced]
         identifier = next(_IDENTIFIERS)
         start = time.perf_counter()
+        seen: list = []  # the latest snapshot at each attempt: ours can only come after the first
+
+        def plan(latest):
+            seen.append(latest)
+            return adds + deletes
+
         try:
             fsc.commit_user = self._commit_user
-            fsc._try_commit(commit_kind="COMPACT", commit_identifier=identifier,
-                            commit_entries_plan=lambda _latest: adds + deletes, detect_conflicts=True)
+            fsc._try_commit(commit_kind="COMPACT", commit_identifier=identifier, commit_entries_plan=plan,
+                            detect_conflicts=True)
+        except Exception:
+            found = None if not seen else self._landed(identifier, 0 if seen[0] is None else seen[0].id)
+            if found is None:
+                raise
+            log.warning("compaction_commit_landed_despite_its_error", table=self.name, snapshot=found, exc_info=True)
+        else:
+            found = compat.find_commit(self.table, self._commit_user, identifier)
         finally:
             commit.close()
-        found = compat.find_commit(self.table, self._commit_user, identifier)
         log.info("compaction_committed", table=self.name, snapshot=found, files_in=len(replaced),
                  files_out=len(adds), ms=round((time.perf_counter() - start) * 1000, 1))
         return found
+
+    def _landed(self, identifier: int, after: int) -> int | None:
+        """The snapshot after `after` that this store's commit `identifier` made, or None."""
+        latest = self.latest()
+        for sid in range(latest.id if latest is not None else after, after, -1):
+            snap = self.snapshot(sid)
+            if snap is None:
+                break
+            if snap.commit_user == self._commit_user and snap.commit_identifier == identifier:
+                return sid
+        return None
+
+    def written_files(self, messages, kept: list[LiveFile]) -> dict[str, tuple[str, int]]:
+        """name -> (path, size) of the data files `messages` add that a compaction wrote, not
+        those it only moved to another level (`moved`: the same file, already in `kept`)."""
+        from pypaimon.utils.file_store_path_factory import canonical_data_file_path
+
+        existing = {lf.name for lf in kept}
+        out = {}
+        for m in messages:
+            for f in m.new_files:
+                if f.file_name not in existing:
+                    path = f.physical_path() if f.external_path else canonical_data_file_path(
+                        self.table, tuple(m.partition), m.bucket, f.file_name)
+                    out[f.file_name] = (path, f.file_size)
+        return out
