@@ -76,9 +76,10 @@ def stats(reg: Registries, body: wa.StatsBody) -> dict:
     name = body.name
     writes = reg.ingest.stats(name)
     kept = {k: v for k, v in reg.maintainer.stats().items() if name is None or k == name}
-    if name is not None and (writes or kept) and name not in {t.name for t in reg.push.tables()}:
-        return {names.PUSH: {}, "paimon_writes": writes, "maintenance": kept}
-    return {names.PUSH: reg.push.stats(name), "paimon_writes": writes, "maintenance": kept}
+    staged = {k: v for k, v in reg.ingest.staging.stats().items() if name is None or k == name}
+    if name is not None and (writes or kept or staged) and name not in {t.name for t in reg.push.tables()}:
+        return {names.PUSH: {}, "paimon_writes": writes, "maintenance": kept, "staged": staged}
+    return {names.PUSH: reg.push.stats(name), "paimon_writes": writes, "maintenance": kept, "staged": staged}
 
 
 def latest_snapshot(reg: Registries, body: wa.TableBody) -> wa.Snapshots:
@@ -122,6 +123,30 @@ def producer_state(reg: Registries, body: wa.ProducerStateBody) -> wa.ProducerSt
     name = table_name(body.table, what)
     producer = check_consumer_id(body.producer, what, names.PRODUCER)
     return wa.ProducerState(**reg.ingest.producer_state(name, producer))
+
+
+def commit_staged(reg: Registries, body: wa.CommitStagedBody) -> wa.StagedCommit:
+    what = "the body of action 'commit_staged'"
+    name = table_name(body.table, what)
+    stage = check_consumer_id(body.stage, what, names.STAGE)
+    if not isinstance(body.attempts, list) or not body.attempts:
+        raise InvalidRequest(f"Action 'commit_staged': 'attempts' must be a non-empty list of the attempts to commit, "
+                             f"got {body.attempts!r}.")
+    attempts = [check_consumer_id(a, what, names.ATTEMPT) for a in body.attempts]
+    if len(set(attempts)) != len(attempts):
+        raise InvalidRequest("Action 'commit_staged': 'attempts' names an attempt twice.")
+    producer = None if body.producer is None else check_consumer_id(body.producer, what, names.PRODUCER)
+    if (producer is None) != (body.seq is None) or (body.seq is not None and not is_int(body.seq, minimum=0)):
+        raise InvalidRequest("Action 'commit_staged': 'producer' and 'seq' (an integer >= 0) go together.")
+    done = reg.ingest.staging.commit(name, stage, attempts, producer, body.seq)
+    return wa.StagedCommit(done.snapshot, done.rows, done.skipped)
+
+
+def abort_staged(reg: Registries, body: wa.AbortStagedBody) -> wa.StagedAbort:
+    what = "the body of action 'abort_staged'"
+    name = table_name(body.table, what)
+    attempts, deleted = reg.ingest.staging.abort(name, check_consumer_id(body.stage, what, names.STAGE))
+    return wa.StagedAbort(attempts, deleted)
 
 
 def find_snapshot(reg: Registries, body: wa.FindSnapshotBody) -> wa.FoundSnapshot:
@@ -200,6 +225,8 @@ HANDLERS: dict[str, Callable] = {
     names.COMPACT: compact,
     names.EXPIRE_SNAPSHOTS: expire_snapshots,
     names.REMOVE_ORPHAN_FILES: remove_orphan_files,
+    names.COMMIT_STAGED: commit_staged,
+    names.ABORT_STAGED: abort_staged,
 }
 assert set(HANDLERS) == set(wa.ACTIONS)
 

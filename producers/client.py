@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -16,6 +17,16 @@ from flight_server.wire.errors import error_message  # noqa: F401  (re-exported 
 from producers.credentials import Credentials
 from producers.paimon_sink import DEFAULT_MAX_UNACKED, DEFAULT_MAX_UNACKED_BYTES, PaimonSink
 from producers.sink import TableSink
+
+
+def _end(writer, ack_reader: threading.Thread) -> None:
+    """Half-close a do_put, wait for its acks to end (the server's answer), then close it (which
+    raises the stream's error, if any)."""
+    try:
+        writer.done_writing()
+    finally:
+        ack_reader.join()
+        writer.close()
 
 
 class FollowProgress:
@@ -198,6 +209,58 @@ class Client:
         finally:
             writer.close()
         return len(batches)
+
+    def stage(self, table: str, stage: str, attempt: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch],
+              call_timeout: float | None = None) -> int:
+        """Stage one attempt of a job's task: the batches are written into files of Paimon table
+        `table` but not committed until `commit_staged` names the attempt (with the job's other
+        attempts, in one snapshot); `abort_staged` discards them. Returns the batches staged;
+        raises if the stream failed (then nothing of this attempt is staged)."""
+        descriptor = flight.FlightDescriptor.for_command(json.dumps(names.stage_command(table, stage, attempt)))
+        writer, acks = self.flight.do_put(descriptor, schema, options=self.options(call_timeout))
+        drained: list[BaseException] = []
+
+        def drain() -> None:  # acks are read while batches go out: a long stream never fills their buffer
+            try:
+                while acks.read() is not None:
+                    pass
+            except BaseException as e:  # noqa: BLE001 - the stream's error: raised by close() below too
+                drained.append(e)
+
+        reader = threading.Thread(target=drain, name="stage-acks", daemon=True)
+        reader.start()
+        n = 0
+        try:
+            for batch in batches:
+                writer.write_batch(batch)
+                n += 1
+            writer.write_metadata(pa.py_buffer(messages.end(n)))
+        except BaseException as e:  # the attempt failed: say so in-band, so the server stages nothing
+            try:
+                writer.write_metadata(pa.py_buffer(messages.producer_error(f"the staged attempt failed: {e}")))
+            except Exception:  # noqa: BLE001 - the stream is broken already: the server sees that instead
+                pass
+            try:
+                _end(writer, reader)
+            except Exception:  # noqa: BLE001 - the server's answer is this failure, echoed: raise the cause
+                pass
+            raise
+        _end(writer, reader)
+        if drained:
+            raise drained[0]
+        return n
+
+    def commit_staged(self, table: str, stage: str, attempts: list[str], producer: str | None = None,
+                      seq: int | None = None) -> wa.StagedCommit:
+        """Commit the staged attempts as one snapshot (the stage's others are discarded); with
+        `producer`/`seq`, exactly-once: a seq the table holds commits nothing (`skipped`)."""
+        return wa.StagedCommit.from_json(self.action(names.COMMIT_STAGED, wa.CommitStagedBody(
+            table, stage, list(attempts), producer, seq)), names.COMMIT_STAGED)
+
+    def abort_staged(self, table: str, stage: str) -> wa.StagedAbort:
+        """Discard everything the stage's attempts staged."""
+        return wa.StagedAbort.from_json(self.action(names.ABORT_STAGED, wa.AbortStagedBody(table, stage)),
+                                        names.ABORT_STAGED)
 
     def fail(self, name: str, message: str, partition: int | None = None) -> None:
         self.action(names.FAIL, wa.FailBody(name, message, partition))

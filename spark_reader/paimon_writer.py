@@ -1,12 +1,16 @@
-"""df.write / df.writeStream into a Paimon table through the server's durable writes.
+"""df.write / df.writeStream into a Paimon table: one atomic commit per job (per epoch), as
+Paimon's own Spark writer makes it.
 
-Each Spark task writes as a named producer, so a retried or replayed task is not written twice:
-- batch (`df.write`): producer `spark-<job uuid>-<partition>`, seq = the Arrow batch's index in
-  the task; a retried attempt skips the batches the table already holds (`last_seq`).
-- stream (`df.writeStream`): producer `spark-<query id>-<partition>` (the query id survives
-  restarts from the checkpoint), and the micro-batch id is the seq: each task sends its
-  micro-batch as one batch, and a micro-batch Spark replays after a restart is skipped.
-A task's rows are committed (durable, visible) when its `write` returns.
+Each task stages its rows on the server (do_put `{"write", "stage", "attempt"}`): written, not
+committed, named by its attempt. The driver's `commit` then commits the successful attempts in one
+snapshot (`commit_staged`), and the server discards the stage's other attempts (failed and
+speculative ones); `abort` discards them all (`abort_staged`). So a job's rows land whole or not
+at all, whatever Spark retried or in what order a retry yielded its rows:
+- batch (`df.write`): the stage is a job id made on the driver; its commit names producer
+  `spark-<job>` with seq 0, so a commit retried after a lost answer commits nothing twice.
+- stream (`df.writeStream`): the stage is `<query id>-<batch id>`; its commit names producer
+  `spark-<query id>` (the query id survives restarts from the checkpoint) with the micro-batch id
+  as the seq, so a micro-batch Spark replays after a restart commits nothing.
 """
 
 from __future__ import annotations
@@ -19,22 +23,22 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from flight_server.wire import names
 from flight_server.wire.schemas import loosened
-from spark_reader.flight_io import SourceError
+from spark_reader.flight_io import SourceError, call, connect
 from spark_reader.options import Options
 
 QUERY_ID, BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"  # Spark's task-local properties
 
 
 @dataclass
-class CommittedRows(WriterCommitMessage):
-    """What one task committed: its producer, rows and batches written, the table's last seq."""
+class StagedRows(WriterCommitMessage):
+    """What one task attempt staged: its stage, attempt id, rows and batches."""
 
-    producer: str
+    stage: str
+    attempt: str
     rows: int
     batches: int
-    last_seq: int | None
-    snapshot: int | None
 
 
 def task_property(context, key: str) -> str:
@@ -44,89 +48,86 @@ def task_property(context, key: str) -> str:
     return value
 
 
-class _TaskWriter:
-    """One task's sink into the table (the executor's own client)."""
+def stage_task(opts: Options, schema: pa.Schema, stage: str, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
+    """Stage this task attempt's batches (the executor's own client)."""
+    context = TaskContext.get()
+    attempt = f"{context.partitionId()}-{context.attemptNumber()}" if context is not None else "0-0"
+    target = loosened(schema)
+    counted = {"rows": 0, "batches": 0}
 
-    def __init__(self, opts: Options, schema: pa.Schema, producer: str):
-        from producers import Client
+    def batches():
+        for batch in iterator:
+            if batch.num_rows:
+                counted["rows"] += batch.num_rows
+                counted["batches"] += 1
+                yield batch.select(target.names).cast(target)
 
-        self.opts, self.producer = opts, producer
-        self.target = loosened(schema)
-        self.client = Client(opts.uri, timeout=opts.timeout, credentials=opts.credentials)
-        self.sink = self.client.paimon_sink(opts.table, producer=producer)
+    client = connect(opts)
+    try:
+        call(opts, "staged write", client.stage, opts.table, stage, attempt, target, batches())
+    except SourceError as e:
+        raise SourceError(f"Spark could not stage attempt {attempt} of {opts.target} at {opts.uri}: {e}") from None
+    finally:
+        client.close()
+    return StagedRows(stage, attempt, counted["rows"], counted["batches"])
 
-    def conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        return batch.select(self.target.names).cast(self.target)
 
-    def finish(self, rows: int, batches: int) -> CommittedRows:
-        try:
-            self.sink.close()
-        finally:
-            self.client.close()
-        return CommittedRows(self.producer, rows, batches, self.sink.last_seq, self.sink.last_snapshot)
+def commit_stage(opts: Options, stage: str, messages: list, producer: str, seq: int) -> None:
+    """The driver: the attempts Spark kept, committed in one snapshot (the stage's others discarded)."""
+    attempts = [m.attempt for m in messages if isinstance(m, StagedRows)]
+    client = connect(opts)
+    try:
+        if attempts:
+            call(opts, names.COMMIT_STAGED, client.commit_staged, opts.table, stage, attempts, producer, seq)
+        else:
+            call(opts, names.ABORT_STAGED, client.abort_staged, opts.table, stage)
+    finally:
+        client.close()
 
-    def fail(self, error: BaseException) -> SourceError:
-        self.sink.fail(error)
-        self.client.close()
-        return SourceError(f"Spark could not write into {self.opts.target} at {self.opts.uri} as producer "
-                           f"{self.producer!r}: {error}")
+
+def abort_stage(opts: Options, stage: str) -> None:
+    client = connect(opts)
+    try:
+        call(opts, names.ABORT_STAGED, client.abort_staged, opts.table, stage)
+    finally:
+        client.close()
 
 
 class PaimonBatchWriter(DataSourceArrowWriter):
-    """`df.write.format("flight-paimon").option("table", "db.t").mode("append").save()`."""
+    """`df.write.format("flight-paimon").option("table", "db.t").mode("append").save()`: one snapshot."""
 
     def __init__(self, opts: Options, schema: pa.Schema):
         self.opts, self.schema = opts, schema
-        self.job = uuid.uuid4().hex[:16]  # made once on the driver: every attempt of a task shares it
+        self.job = uuid.uuid4().hex[:16]  # made once on the driver: every attempt of every task shares it
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> CommittedRows:
-        context = TaskContext.get()
-        task = _TaskWriter(self.opts, self.schema, f"spark-{self.job}-{context.partitionId() if context else 0}")
-        held = task.sink.last_seq if task.sink.last_seq is not None else -1  # an earlier attempt's commits
-        rows = batches = 0
-        try:
-            for seq, batch in enumerate(b for b in iterator if b.num_rows):
-                if seq > held:
-                    task.sink.write(task.conform(batch), seq=seq)
-                    rows += batch.num_rows
-                    batches += 1
-        except Exception as e:
-            raise task.fail(e) from e
-        return task.finish(rows, batches)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
+        return stage_task(self.opts, self.schema, self.job, iterator)
 
     def commit(self, messages: list) -> None:
-        """Nothing to do: every task's batches were committed before its write returned."""
+        commit_stage(self.opts, self.job, messages, f"spark-{self.job}", 0)
 
     def abort(self, messages: list) -> None:
-        """Nothing to undo here: a failed task's committed batches stay (a retry skips them)."""
+        abort_stage(self.opts, self.job)
 
 
 class PaimonStreamWriter(DataSourceStreamArrowWriter):
-    """`df.writeStream.format("flight-paimon").option("table", "db.t")`: the micro-batch id is the seq."""
+    """`df.writeStream.format("flight-paimon").option("table", "db.t")`: one snapshot per micro-batch,
+    the micro-batch id its producer seq."""
 
     def __init__(self, opts: Options, schema: pa.Schema):
         self.opts, self.schema = opts, schema
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> CommittedRows:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
         context = TaskContext.get()
-        batch_id = int(task_property(context, BATCH_ID))
-        producer = f"spark-{task_property(context, QUERY_ID)}-{context.partitionId()}"
-        task = _TaskWriter(self.opts, self.schema, producer)
-        try:
-            if task.sink.last_seq is not None and batch_id <= task.sink.last_seq:
-                rows = batches = 0  # a micro-batch replayed after a restart: the table holds it
-            else:
-                parts = [task.conform(b) for b in iterator if b.num_rows]
-                rows, batches = sum(b.num_rows for b in parts), 1 if parts else 0
-                if parts:  # the whole micro-batch of this task as one batch, one seq
-                    combined = pa.Table.from_batches(parts, schema=task.target).combine_chunks()
-                    task.sink.write(combined.to_batches(max_chunksize=combined.num_rows)[0], seq=batch_id)
-        except Exception as e:
-            raise task.fail(e) from e
-        return task.finish(rows, batches)
+        stage = f"{task_property(context, QUERY_ID)}-{task_property(context, BATCH_ID)}"
+        return stage_task(self.opts, self.schema, stage, iterator)
 
     def commit(self, messages: list, batchId: int) -> None:
-        """Nothing to do: the tasks' rows were committed before their writes returned."""
+        staged = [m for m in messages if isinstance(m, StagedRows)]
+        if staged:
+            query = staged[0].stage[: -len(f"-{batchId}")]
+            commit_stage(self.opts, staged[0].stage, staged, f"spark-{query}", batchId)
 
     def abort(self, messages: list, batchId: int) -> None:
-        """Nothing to undo: a replay of the micro-batch skips what the table holds."""
+        for stage in {m.stage for m in messages if isinstance(m, StagedRows)}:
+            abort_stage(self.opts, stage)

@@ -50,6 +50,7 @@ TRIM_EVERY_S = 2.0
 COALESCE_ROWS = 65536  # a writer takes queued batches up to this many rows into one write ...
 COALESCE_BYTES = 8 << 20  # ... or this many bytes (one batch at least)
 DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # the other half receives, acks and maintains
+STAGED_ROWS_TIMEOUT_S = 3600.0  # how long a staged job's commit may take to write its rows (commit_rows)
 SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
 
 
@@ -74,8 +75,8 @@ class WriteStream:
 class _Chore:
     """A function the committer thread runs for another thread, and its outcome."""
 
-    def __init__(self, fn):
-        self.fn, self.done = fn, threading.Event()
+    def __init__(self, fn, exclusive: bool = False):
+        self.fn, self.done, self.exclusive = fn, threading.Event(), exclusive
         self.result, self.error = None, None
 
     def run(self) -> None:
@@ -282,6 +283,82 @@ class TableCommitter:
             raise chore.error
         return chore.result
 
+    def commit_messages(self, messages: list, producer: str | None, seq: int | None,
+                        timeout: float = SETTLE_TIMEOUT_S) -> tuple[int | None, bool]:
+        """Commit files another writer prepared (a staged job's) as one snapshot of their own (see
+        `_exclusive`); with `producer`, its `seq` goes in the same commit, and a seq the table
+        already holds commits nothing. Returns (the snapshot, whether it was skipped so)."""
+        return self._exclusive_chore(lambda: self._commit_prepared(messages, producer, seq), timeout)
+
+    def commit_rows(self, batches, producer: str | None, seq: int | None,
+                    timeout: float = STAGED_ROWS_TIMEOUT_S) -> tuple[int | None, bool]:
+        """Write `batches()` with a writer of their own and commit them as one snapshot of their own
+        (a staged job's rows, for a table whose one writer owns its keys' buckets); as
+        `commit_messages` otherwise."""
+
+        def write_and_commit() -> tuple[int | None, bool]:
+            if self._already(producer, seq):
+                return self.producers.snapshot_of(producer), True
+            with self._cond:
+                if self._builder is None:
+                    self._builder = self._table.new_stream_write_builder()
+                builder = self._builder
+            writer, messages = builder.new_write(), []  # made, used and closed on this thread
+            try:
+                wrote = False
+                for batch in batches():
+                    if batch.num_rows:
+                        writer.write_arrow_batch(batch)
+                        wrote = True
+                if wrote:
+                    messages = writer.prepare_commit(self._ident + 1)
+            finally:
+                _close(writer, self.name)
+            return self._commit_prepared(messages, producer, seq)
+
+        return self._exclusive_chore(write_and_commit, timeout)
+
+    def _already(self, producer: str | None, seq: int | None) -> bool:
+        if producer is None:
+            return False
+        self.producers.refresh()
+        last = self.producers.last_seq(producer)
+        return last is not None and seq <= last
+
+    def _commit_prepared(self, messages: list, producer: str | None, seq: int | None) -> tuple[int | None, bool]:
+        """(The commit thread, writers paused.) `messages` as one snapshot with the producer's seq."""
+        if self._already(producer, seq):
+            return self.producers.snapshot_of(producer), True
+        if not any(m.new_files for m in messages):
+            return None, False
+        updates = {} if producer is None else {producer: seq}
+        with self._cond:
+            if self._builder is None:
+                self._builder = self._table.new_stream_write_builder()
+            self._ident += 1
+        try:
+            snapshot = self._publish(messages, updates)
+        except BaseException:
+            commit, self._commit = self._commit, None  # its state is unknown: the next commit makes a new one
+            _close(commit, self.name)
+            self._reload_producers()
+            raise
+        self.producers.committed(updates, snapshot)
+        return snapshot, False
+
+    def _exclusive_chore(self, fn, timeout: float):
+        chore = _Chore(fn, exclusive=True)
+        with self._cond:
+            self._check_open()
+            self._chores.append(chore)
+            self._cond.notify_all()
+        if not chore.done.wait(timeout):
+            raise TimeoutError(f"the committer of Paimon table {self.name!r} did not commit a staged job within "
+                               f"{timeout} s")
+        if chore.error is not None:
+            raise chore.error
+        return chore.result
+
     @property
     def is_open(self) -> bool:
         with self._cond:
@@ -465,7 +542,10 @@ class TableCommitter:
                     return
             for chore in chores:  # between group commits: at most one commit interval late
                 start = time.perf_counter()
-                chore.run()
+                if chore.exclusive:
+                    self._exclusive(chore)
+                else:
+                    chore.run()
                 self._chores_run += 1
                 self._chore_ms_max = max(self._chore_ms_max, (time.perf_counter() - start) * 1000)
             with self._cond:
@@ -477,17 +557,47 @@ class TableCommitter:
                     if left <= 0:
                         break
                     self._cond.wait(left)
-                self._last_start = time.monotonic()  # the interval runs from seal to seal: a seal's wait
-                group, messages, broken = self._seal()  # for the writers is part of it, not added to it
-            cpu0 = time.thread_time()
-            try:
-                self._commit_group(group, messages, broken)
-            finally:
-                self._commit_cpu_s += time.thread_time() - cpu0
-                with self._cond:
-                    self._inflight = []
-                    self._notify_everyone()
-            self._trim_after(sum(p.nbytes for p in group))
+            self._group_commit()
+
+    def _group_commit(self, hold: bool = False) -> None:
+        """(The commit thread.) Seal what is queued and written now and commit it; with `hold`, the
+        writers stay paused after a commit that landed."""
+        with self._cond:
+            self._last_start = time.monotonic()  # the interval runs from seal to seal: a seal's wait
+            group, messages, broken = self._seal()  # for the writers is part of it, not added to it
+        cpu0 = time.thread_time()
+        try:
+            self._commit_group(group, messages, broken, hold)
+        finally:
+            self._commit_cpu_s += time.thread_time() - cpu0
+            with self._cond:
+                self._inflight = []
+                self._notify_everyone()
+        self._trim_after(sum(p.nbytes for p in group))
+
+    def _exclusive(self, chore: _Chore) -> None:
+        """Run `chore` (a staged job's commit) with every writer paused and holding nothing
+        uncommitted: what they wrote before is group-committed first, and they are made anew after
+        it, so their next rows' sequence numbers (and a dynamic-bucket table's key index) follow
+        the job's commit. The job's rows are thus one snapshot of their own."""
+        while True:
+            with self._cond:
+                if self._closed is not None:
+                    chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
+                    return
+                self._sealing = True
+                self._cond.wait_for(lambda: self._writing == 0 or self._closed is not None)
+                if not self._written and self._broken is None and not any(lane.dirty for lane in self._lanes):
+                    if not self._ask_writers(self._drop_writer):
+                        chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
+                        return
+                    break
+                self._sealing = False  # the seal lets the writers finish what is queued first
+            self._group_commit(hold=True)
+        try:
+            chore.run()
+        finally:
+            self._unseal()
 
     def _trim_after(self, nbytes: int) -> None:
         """After a commit of `nbytes`: malloc_trim when TRIM_AFTER_BYTES were committed since the
@@ -528,7 +638,8 @@ class TableCommitter:
             self._sealing = False
             self._work.notify_all()
 
-    def _commit_group(self, group: list[_Pending], messages: list, broken: BaseException | None) -> None:
+    def _commit_group(self, group: list[_Pending], messages: list, broken: BaseException | None,
+                      hold: bool = False) -> None:
         updates: dict[str, int] = {}
         for p in group:
             if p.stream.producer is not None:
@@ -539,7 +650,8 @@ class TableCommitter:
         if broken is not None:
             self._failed(group, broken)
             return
-        self._unseal()  # the writers go on with the next commit's batches while this one lands
+        if not hold:
+            self._unseal()  # the writers go on with the next commit's batches while this one lands
         try:
             snapshot = self._publish(messages, updates) if rows else self.producers.seen
         except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause

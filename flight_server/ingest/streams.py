@@ -17,6 +17,7 @@ import structlog
 
 from flight_server.ingest.committer import DEFAULT_WRITERS, END, SETTLE_TIMEOUT_S, TableCommitter, WriteStream
 from flight_server.ingest.conform import Conformer
+from flight_server.ingest.staging import Staging
 from flight_server.paimon import compat
 from flight_server.paimon.source import PaimonSource
 from flight_server.wire import messages, producer_stream
@@ -44,6 +45,7 @@ class Ingest:
         self._committers: dict[str, TableCommitter] = {}
         self._retired: list[TableCommitter] = []  # replaced by a table created again: joined at close
         self._closed: str | None = None
+        self.staging = Staging(paimon.table, self.committer)
 
     def drop(self, name: str, reason: str, wait_s: float = 30.0) -> None:
         """Fail the table's streams and let its commit in flight land (the table is being dropped:
@@ -121,6 +123,9 @@ class Ingest:
     def put(self, target: WriteTarget, schema: pa.Schema, chunks: Chunks,
             send_ack: Callable[[bytes], None], cancelled: Callable[[], bool], fields: dict) -> None:
         """Take one producer stream into a Paimon table; `send_ack(ack)` writes one PutResult."""
+        if target.stage is not None:
+            self.staging.put(target, schema, chunks, send_ack, fields)
+            return
         committer = self.committer(target.table)
         conform = Conformer(compat.arrow_schema(committer.table), schema, target.label)
         stream = committer.open(target.label, target.producer)

@@ -393,3 +393,26 @@ def _merged_manifests(files, metas: list, target: int, min_count: int) -> list:
         entry for meta in metas[start:]
         for entry in files.read(meta.file_name, drop_stats=False, file_size=meta.file_size))
     return metas[:start] + files.rolling_write(entries, target, f"manifest-{uuid.uuid4()}")
+
+
+def written_paths(table, messages: list) -> list[str]:
+    """Where the files that uncommitted commit messages name were written (data, their extra
+    files, changelog files): what discarding them deletes."""
+    from pypaimon.utils.file_store_path_factory import canonical_data_file_path
+
+    paths = []
+    for message in messages:
+        for f in [*message.new_files, *message.changelog_files]:
+            main = f.external_path or canonical_data_file_path(table, tuple(message.partition), message.bucket,
+                                                               f.file_name)
+            parent = main.rsplit("/", 1)[0]
+            paths += [main, *(f"{parent}/{extra}" for extra in (f.extra_files or []))]
+    return paths
+
+
+def routes_keys_by_index(table) -> bool:
+    """Whether the table assigns a primary key's bucket from an index its one writer keeps (dynamic
+    or cross-partition buckets): a second writer would put a key in a second bucket."""
+    from pypaimon.table.bucket_mode import BucketMode
+
+    return bool(table.primary_keys) and table.bucket_mode() in (BucketMode.HASH_DYNAMIC, BucketMode.CROSS_PARTITION)

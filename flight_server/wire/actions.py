@@ -174,6 +174,23 @@ class RemoveOrphanFilesBody(Body):
     older_than: object = None
 
 
+@dataclass(frozen=True)
+class CommitStagedBody(Body):
+    STRICT: ClassVar[bool] = True
+    table: str
+    stage: str
+    attempts: object  # the attempts whose staged files are committed; the stage's others are discarded
+    producer: object = None  # with seq: the commit is exactly-once (a seq at or below the last is skipped)
+    seq: object = None
+
+
+@dataclass(frozen=True)
+class AbortStagedBody(Body):
+    STRICT: ClassVar[bool] = True
+    table: str
+    stage: str
+
+
 # -- results --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -232,6 +249,22 @@ class FoundSnapshot(Message):
         return {"at_or_before": self.at_or_before, "at_or_after": self.at_or_after}
 
 
+@dataclass(frozen=True)
+class StagedCommit(Message):
+    """The snapshot holding the stage's rows (null when there were none); `skipped` when the
+    producer's seq was committed before (a replay): nothing was added."""
+
+    snapshot: int | None = None
+    rows: int = 0
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class StagedAbort(Message):
+    attempts: int = 0
+    files_deleted: int = 0
+
+
 # -- the table ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -270,7 +303,8 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "queued and in-commit batches, named producers writing, commits; its maintenance.",
            '`{"name"?}`',
            '`{"push": {NAME: {"schema", "capacity", "capacity_bytes", "end_marker", "idle_timeout_s", '
-           '"partitions": {"P": {...}}}}, "paimon_writes": {"DB.TABLE": {...}}, "maintenance": {"DB.TABLE": {...}}}`'),
+           '"partitions": {"P": {...}}}}, "paimon_writes": {"DB.TABLE": {...}}, "maintenance": {"DB.TABLE": {...}}, '
+           '"staged": {"DB.TABLE": {"STAGE": {"attempts", "rows"}}}}`'),
     Action(names.LATEST_SNAPSHOT, TableBody, Snapshots, READ, (names.TABLE,),
            "The latest and earliest snapshot ids of a Paimon table, null when it has none.",
            '`{"table"}`', '`{"snapshot_id": N or null, "earliest_snapshot_id": E or null}`'),
@@ -318,6 +352,15 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "minutes ago)",
            '`{"deleted", "bytes", "scanned"}`: files no kept snapshot, tag or changelog names, last written '
            "before then"),
+    Action(names.COMMIT_STAGED, CommitStagedBody, StagedCommit, WRITE, (names.TABLE,),
+           "Commit the files a job's attempts staged (do_put with {\"write\", \"stage\", \"attempt\"}) as one "
+           "snapshot; the stage's other attempts are discarded. With producer and seq it is exactly-once.",
+           '`{"table", "stage", "attempts": ["A", ...], "producer"?, "seq"?}`',
+           '`{"snapshot": N or null, "rows", "skipped"}` (`skipped`: the producer\'s seq was committed before, '
+           "nothing was added)"),
+    Action(names.ABORT_STAGED, AbortStagedBody, StagedAbort, WRITE, (names.TABLE,),
+           "Discard everything a job's attempts staged (their files are deleted; nothing was committed).",
+           '`{"table", "stage"}`', '`{"attempts", "files_deleted"}`'),
 )}
 assert set(ACTIONS) == set(names.ACTIONS)
 

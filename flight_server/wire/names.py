@@ -10,8 +10,10 @@ LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT = "latest_snapshot", "consum
 HEALTH = "health"
 CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT = "create_table", "producer_state", "find_snapshot"
 COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES = "compact", "expire_snapshots", "remove_orphan_files"
+COMMIT_STAGED, ABORT_STAGED = "commit_staged", "abort_staged"
 ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH,
-           CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT, COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES)
+           CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT, COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES,
+           COMMIT_STAGED, ABORT_STAGED)
 
 # Keys of a Paimon read command; "table" names the table.
 TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapshot", "to_snapshot"
@@ -25,8 +27,11 @@ PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSU
 # A Paimon read's mode (PaimonRequest.mode): a snapshot, the deltas between two, or a follow.
 SNAPSHOT_READ, DELTA_READ, FOLLOW_READ = "snapshot", "delta", "follow"
 
-# Keys of a durable write's descriptor command: the Paimon table and the producer's name.
+# Keys of a durable write's descriptor command: the Paimon table and the producer's name; or, for
+# a staged write (one attempt of a job's task, committed later with the job's other tasks), the
+# job's stage and the attempt.
 WRITE, PRODUCER = "write", "producer"
+STAGE, ATTEMPT = "stage", "attempt"
 
 # Keys of a replay-range command of a push partition, and of a viewer's command.
 PARTITION, RANGE_START, RANGE_END = "partition", "start", "end"
@@ -60,6 +65,12 @@ def paimon_path(table: str) -> list[str]:
 def write_command(table: str, producer: str | None = None) -> dict:
     """A durable write into Paimon table `table`, as the named producer (exactly-once) or unnamed."""
     return {WRITE: table} if producer is None else {WRITE: table, PRODUCER: producer}
+
+
+def stage_command(table: str, stage: str, attempt: str) -> dict:
+    """One attempt's staged write into Paimon table `table`: written to files, committed only by
+    `commit_staged` of its stage (with the job's other attempts, in one snapshot)."""
+    return {WRITE: table, STAGE: stage, ATTEMPT: attempt}
 
 
 def view_command(name: str, start: str = "latest", partition: int | None = None) -> dict:

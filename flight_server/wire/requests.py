@@ -218,30 +218,44 @@ class PushTarget(PushSubject):
 
 @dataclass(frozen=True)
 class WriteTarget(PaimonSubject):
-    """A durable write into a Paimon table: `["paimon", "DB.TABLE"]` (unnamed producer) or the
-    command `{"write": "DB.TABLE", "producer": "ID"}` (a named, exactly-once producer)."""
+    """A durable write into a Paimon table: `["paimon", "DB.TABLE"]` (unnamed producer), the
+    command `{"write": "DB.TABLE", "producer": "ID"}` (a named, exactly-once producer), or
+    `{"write": "DB.TABLE", "stage": "JOB", "attempt": "A"}` (staged: committed by `commit_staged`)."""
 
     table: str
     producer: str | None = None
+    stage: str | None = None
+    attempt: str | None = None
 
     def log_fields(self) -> dict:
-        return {"table": self.table, "producer": self.producer}
+        return {"table": self.table, "producer": self.producer, "stage": self.stage, "attempt": self.attempt}
 
     @property
     def label(self) -> str:
+        if self.stage is not None:
+            return f"Paimon table {self.table!r} (stage {self.stage!r}, attempt {self.attempt!r})"
         return f"Paimon table {self.table!r}" + (f" (producer {self.producer!r})" if self.producer else "")
 
     @staticmethod
     def from_json(cmd: dict) -> WriteTarget:
         table = table_name(cmd.get(names.WRITE), "'write' of the descriptor command")
-        unknown = sorted(set(cmd) - {names.WRITE, names.PRODUCER})
+        unknown = sorted(set(cmd) - {names.WRITE, names.PRODUCER, names.STAGE, names.ATTEMPT})
         if unknown:
             raise InvalidRequest(f"A write into Paimon table {table!r} takes no key {unknown[0]!r}; "
-                                 "send {\"write\": \"db.t\", \"producer\": \"ID\"}.")
+                                 "send {\"write\": \"db.t\", \"producer\": \"ID\"} or "
+                                 "{\"write\": \"db.t\", \"stage\": \"JOB\", \"attempt\": \"A\"}.")
+        what = f"A write into Paimon table {table!r}"
         producer = cmd.get(names.PRODUCER)
         if producer is not None:
-            check_consumer_id(producer, f"A write into Paimon table {table!r}", names.PRODUCER)
-        return WriteTarget(table, producer)
+            check_consumer_id(producer, what, names.PRODUCER)
+        stage, attempt = cmd.get(names.STAGE), cmd.get(names.ATTEMPT)
+        if (stage is None) != (attempt is None) or (stage is not None and producer is not None):
+            raise InvalidRequest(f"{what}: a staged write names both 'stage' and 'attempt', and no 'producer' "
+                                 "(its commit_staged names the producer).")
+        if stage is not None:
+            check_consumer_id(stage, what, names.STAGE)
+            check_consumer_id(attempt, what, names.ATTEMPT)
+        return WriteTarget(table, producer, stage, attempt)
 
 
 def parse_path(parts: list[str]) -> PaimonRequest:
