@@ -303,10 +303,14 @@ def demo_ingest(uri: str, warehouse: str, spark) -> None:
                   f"{sum(1 for c in counts.values() if c > 1)} seen twice (expected {expected} once each)")
             df = spark.createDataFrame([("spark", i // 100, 10**9 + i) for i in range(1000)],
                                        "producer string, seq long, id long")
+            client = Client(uri)
+            before = client.latest_snapshot(name).snapshot_id
             df.repartition(2).write.format("flight-paimon").option("uri", uri).option("table", name).mode("append").save()
             total = spark.read.format("flight-paimon").option("uri", uri).option("table", name).load().count()
-            print(f"df.write 1000 more rows into {name} (each task a named producer): the table holds {total} rows "
-                  f"(expected {expected + 1000})")
+            after = client.latest_snapshot(name).snapshot_id
+            client.close()
+            print(f"df.write 1000 more rows into {name} (2 tasks staged them, the driver committed them as one "
+                  f"snapshot: {after}, after {before}): the table holds {total} rows (expected {expected + 1000})")
     finally:
         ingest.stop()
 

@@ -28,6 +28,7 @@ _KNOWN = _PAIMON_ONLY | _PUSH_ONLY | {
     "path",  # Spark passes save()/load() arguments as "path"; refused below when set
     "checkpointlocation",  # writeStream's own option, passed along to sinks; Spark keeps the checkpoint
     "token", "tls.root-certs", "tls.cert-chain", "tls.private-key",  # a secured server (docs/protocol.md)
+    "write.drop-extra-columns",  # a write may drop DataFrame columns the table does not have
 }
 
 
@@ -60,6 +61,7 @@ class Options:
     starting_offsets: str | dict[str, int] = "earliest"  # "earliest" | "latest" | {"P": seq}
     max_offsets_per_trigger: int | None = None  # batches (a push table's offsets count batches)
     fail_on_data_loss: bool = True
+    drop_extra_columns: bool = False  # write.drop-extra-columns: else a column the table lacks is refused
     # The bearer token and TLS material (PEM read on the driver, shipped to tasks); never printed.
     credentials: Credentials = field(default_factory=Credentials, repr=False)
 
@@ -127,6 +129,7 @@ def parse(raw: Mapping[str, str]) -> Options:
         starting_offsets=_starting_offsets(opts.get("startingoffsets")),
         max_offsets_per_trigger=_number(opts, "maxoffsetspertrigger", int),
         fail_on_data_loss=_flag(opts, "failondataloss", True),
+        drop_extra_columns=_flag(opts, "write.drop-extra-columns", False),
         credentials=_credentials(opts, uri),
     )
     _check_combinations(parsed, "scan.mode" in opts, sorted(set(opts) & (_PUSH_ONLY if table else _PAIMON_ONLY)))

@@ -37,6 +37,11 @@ class FlightPaimonDataSource(DataSource):
         return self.__dict__["_opts"]
 
     def schema(self) -> StructType:
+        if "_schema" not in self.__dict__:  # once: reader() compares a user's schema with it
+            self.__dict__["_schema"] = self._source_schema()
+        return self.__dict__["_schema"]
+
+    def _source_schema(self) -> StructType:
         opts = self.opts
         client = connect(opts)
         try:
@@ -53,9 +58,15 @@ class FlightPaimonDataSource(DataSource):
     def reader(self, schema: StructType) -> BatchReader:
         if self.opts.consumer_id:
             raise OptionError("Option 'consumer-id' is for streams (readStream); a batch read records no progress.")
+        self._check_given(schema)
         return BatchReader(positions.for_batch(self.opts), schema)
 
+    def _check_given(self, schema: StructType) -> None:
+        """A schema the user gave (Spark asks `schema()` only when there is none) must match the source's."""
+        check_read_schema(self.opts, self.schema(), schema)
+
     def streamReader(self, schema: StructType):
+        self._check_given(schema)
         if self.opts.table:
             if self.opts.incremental_between:
                 raise OptionError("Option 'incremental-between' is for batch reads; a stream uses scan.mode.")
@@ -106,12 +117,36 @@ class FlightPaimonDataSource(DataSource):
 
 
 def _check_columns(opts: Options, table: pa.Schema, schema: StructType) -> None:
+    """A write's columns: every column of the table, and (unless write.drop-extra-columns) no other."""
     missing = [n for n in table.names if n not in schema.fieldNames()]
     if missing:
         raise SourceError(
             f"The DataFrame lacks column(s) {', '.join(missing)} of {opts.target} "
             f"(schema {table.to_string(show_schema_metadata=False)})."
         )
+    extra = [n for n in schema.fieldNames() if n not in table.names]
+    if extra and not opts.drop_extra_columns:
+        raise SourceError(
+            f"The DataFrame has column(s) {', '.join(extra)} that {opts.target} does not have (its columns: "
+            f"{', '.join(table.names)}); select the table's columns, or set "
+            ".option('write.drop-extra-columns', 'true') to drop them."
+        )
+
+
+def check_read_schema(opts: Options, table: StructType, given: StructType) -> None:
+    """A user's `.schema(...)` on a read: each of its columns must be one of the source's, of the
+    same type (nothing is cast; nullability may differ)."""
+    if given == table:
+        return
+    types = {f.name: f.dataType for f in table.fields}
+    for f in given.fields:
+        if f.name not in types:
+            raise OptionError(f"The read schema names column {f.name!r}, which {opts.target} does not have; its "
+                              f"columns are {', '.join(types)}. Leave .schema() out to read the table's own.")
+        if f.dataType != types[f.name]:
+            raise OptionError(f"The read schema gives column {f.name!r} type {f.dataType.simpleString()}, but "
+                              f"{opts.target} has {types[f.name].simpleString()}; nothing is cast: use the table's "
+                              "type, or cast after load().")
 
 
 def _schema_snapshot(opts: Options) -> int | None:

@@ -118,3 +118,25 @@ def test_write_stream_is_exactly_once_when_a_micro_batch_is_replayed_after_a_res
     query.stop()
     counts = held(client, "db.events")
     assert counts == collections.Counter((f"f{n}", n * 1_000_000 + i) for n in range(4) for i in range(100))
+
+
+@pytest.mark.timeout(240)
+def test_writes_and_reads_are_strict_about_columns_and_types(fp, server, client):
+    """A column the table lacks is refused by name unless write.drop-extra-columns; a user's read
+    schema with another type, or a column the table lacks, is refused, not cast."""
+    client.create_table("db.strict", SCHEMA)
+    df = fp.createDataFrame([("s", 1, 7, "x")], "producer string, seq long, id long, note string")
+    writer = df.write.format("flight-paimon").option("uri", server.uri).option("table", "db.strict").mode("append")
+    with pytest.raises(Exception, match="has column\\(s\\) note that Paimon table 'db.strict' does not have"):
+        writer.save()
+    writer.option("write.drop-extra-columns", "true").save()
+    assert held(client, "db.strict") == collections.Counter([("s", 7)])
+    reader = fp.read.format("flight-paimon").option("uri", server.uri).option("table", "db.strict")
+    with pytest.raises(Exception, match="gives column 'id' type int, but Paimon table 'db.strict' has bigint"):
+        reader.schema("producer string, seq long, id int").load().collect()
+    with pytest.raises(Exception, match="names column 'nope', which Paimon table 'db.strict' does not have"):
+        reader.schema("producer string, nope long").load().collect()
+    assert [tuple(r) for r in reader.schema("id long, producer string").load().collect()] == [(7, "s")]
+    # Spark's default save mode (ErrorIfExists) is refused by Spark itself, naming Append.
+    with pytest.raises(Exception, match='cannot be written in the "ErrorIfExists" mode. Please use either the "Append"'):
+        df.drop("note").write.format("flight-paimon").option("uri", server.uri).option("table", "db.strict").save()
