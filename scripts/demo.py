@@ -272,10 +272,13 @@ def demo_ingest(uri: str, warehouse: str, spark) -> None:
     procs = [subprocess.Popen([sys.executable, "-m", "producers.examples.events", name, "--uri", ingest.uri,
                                "--producer", f"p{i}", "--batches", str(batches), "--rows", str(rows), "--rate", "6"],
                               stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT) for i in range(producers)]
-    for p in procs:  # the kill lands mid-run: once every producer has had batch 5 acked
+    printed: dict[int, list[str]] = {i: [] for i in range(producers)}  # what each producer printed so far
+    for i, p in enumerate(procs):  # the kill lands mid-run: once every producer has had batch 5 acked
         while not ((line := p.stdout.readline()).startswith("acked ") and int(line.split()[1]) >= 5):
             if not line:
                 raise SystemExit("demo step failed: a producer ended before its batch 5 was acked")
+            printed[i].append(line)
+        printed[i].append(line)
     ingest.proc.send_signal(signal.SIGKILL)
     ingest.proc.wait(10)
     acked = {f"p{i}": Client(uri).producer_state(name, f"p{i}") for i in range(producers)}
@@ -283,9 +286,12 @@ def demo_ingest(uri: str, warehouse: str, spark) -> None:
           f"restarting it on port {port}; the producers reconnect and resend only what it lacks")
     ingest = ServerProcess(warehouse, "--port", str(port), log_level="warning", stderr=None)
     try:
-        for p in procs:
-            out, _ = p.communicate(timeout=120)
-            print(out.strip().splitlines()[-1])
+        for i, p in enumerate(procs):
+            out, _ = p.communicate(timeout=120)  # the rest of its output (a fast producer may have ended)
+            lines = [line for line in [*printed[i], *out.splitlines()] if line.strip()]
+            if p.returncode != 0 or not lines:
+                raise SystemExit(f"demo step failed: producer p{i} exited {p.returncode}: {lines[-3:]}")
+            print(lines[-1].strip())
         state = {f"p{i}": Client(uri).producer_state(name, f"p{i}") for i in range(producers)}
         print(f"producer_state: {json.dumps(state)}")
         tail_out, _ = tail.communicate(timeout=60)
