@@ -15,6 +15,7 @@ from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.registry import PushRegistry
+from flight_server.units import parse_duration_ms
 from flight_server.wire import actions as wa
 from flight_server.wire import names
 from flight_server.wire.schemas import decode_schema
@@ -155,15 +156,52 @@ def find_snapshot(reg: Registries, body: wa.FindSnapshotBody) -> wa.FoundSnapsho
         raise InvalidRequest(f"Action 'find_snapshot' takes 'table' and exactly one of 'timestamp_millis' or 'tag', "
                              f"got keys {sorted(body.to_json())}.")
     if body.tag is not None:
-        if not isinstance(body.tag, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}", body.tag):
-            raise InvalidRequest(f"Action 'find_snapshot': 'tag' must be a tag name (letters, digits, _ . -), "
-                                 f"got {body.tag!r}.")
-        return wa.FoundSnapshot(snapshot_id=reg.paimon.tag_snapshot(name, body.tag))
+        return wa.FoundSnapshot(snapshot_id=reg.paimon.tag_snapshot(name, tag_name(body.tag, "find_snapshot")))
     if not is_int(body.timestamp_millis, minimum=0):
         raise InvalidRequest(f"Action 'find_snapshot': 'timestamp_millis' must be an integer >= 0, "
                              f"got {body.timestamp_millis!r}.")
     before, after = reg.paimon.snapshots_around(name, body.timestamp_millis)
     return wa.FoundSnapshot(before, after)
+
+
+MAX_TAG_RETAINED_MS = 999_999_999 * 86_400_000  # what a tag's retention can hold in pypaimon (a timedelta)
+
+
+def tag_name(value, action: str) -> str:
+    """A tag name: 1-200 letters, digits, `_ . -` (not starting with . or -)."""
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}", value):
+        raise InvalidRequest(f"Action {action!r}: 'tag' must be a tag name (letters, digits, _ . -), got {value!r}.")
+    return value
+
+
+def create_tag(reg: Registries, body: wa.CreateTagBody) -> wa.TagCreated:
+    name = table_name(body.table, "the body of action 'create_tag'")
+    tag = tag_name(body.tag, "create_tag")
+    if tag.isdigit():  # Paimon's rule: a number names a snapshot (incremental-between '3,7')
+        raise InvalidRequest(f"Action 'create_tag': tag {tag!r} is all digits, which Paimon refuses (a number names "
+                             "a snapshot); choose a name with a letter in it.")
+    if body.snapshot is not None and not is_int(body.snapshot, minimum=1):
+        raise InvalidRequest(f"Action 'create_tag': 'snapshot' must be a snapshot id (an integer >= 1), "
+                             f"got {body.snapshot!r}.")
+    retained = None
+    if body.time_retained is not None:
+        try:
+            retained = parse_duration_ms(body.time_retained) if isinstance(body.time_retained, str) else None
+        except ValueError as e:
+            raise InvalidRequest(f"Action 'create_tag': 'time_retained' {e}.") from None
+        if retained is None or retained >= MAX_TAG_RETAINED_MS:
+            raise InvalidRequest(f"Action 'create_tag': 'time_retained' must be a duration such as '1 d' or '12 h' "
+                                 f"(below 999999999 d), got {body.time_retained!r}.")
+    return wa.TagCreated(tag, reg.maintainer.create_tag(name, tag, body.snapshot, retained))
+
+
+def delete_tag(reg: Registries, body: wa.DeleteTagBody) -> wa.TagsDeleted:
+    name = table_name(body.table, "the body of action 'delete_tag'")
+    if not isinstance(body.tag, str):
+        raise InvalidRequest(f"Action 'delete_tag': 'tag' must be a tag name, or several comma-separated, "
+                             f"got {body.tag!r}.")
+    tags = list(dict.fromkeys(tag_name(t.strip(), "delete_tag") for t in body.tag.split(",")))
+    return wa.TagsDeleted(reg.paimon.delete_tags(name, tags))
 
 
 def compact(reg: Registries, body: wa.CompactBody) -> dict:
@@ -227,6 +265,8 @@ HANDLERS: dict[str, Callable] = {
     names.REMOVE_ORPHAN_FILES: remove_orphan_files,
     names.COMMIT_STAGED: commit_staged,
     names.ABORT_STAGED: abort_staged,
+    names.CREATE_TAG: create_tag,
+    names.DELETE_TAG: delete_tag,
 }
 assert set(HANDLERS) == set(wa.ACTIONS)
 

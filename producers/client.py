@@ -323,6 +323,17 @@ class Client:
     def remove_orphan_files(self, table: str, older_than=None) -> dict:
         return self.action(names.REMOVE_ORPHAN_FILES, wa.RemoveOrphanFilesBody(table, older_than))
 
+    def create_tag(self, table: str, tag: str, snapshot: int | None = None,
+                   time_retained: str | None = None) -> wa.TagCreated:
+        """Paimon's create_tag: tag `snapshot` (the latest when None); `time_retained` such as '1 d'."""
+        result = self.action(names.CREATE_TAG, wa.CreateTagBody(table, tag, snapshot, time_retained))
+        return wa.TagCreated.from_json(result, names.CREATE_TAG)
+
+    def delete_tag(self, table: str, tag: str) -> list[str]:
+        """Paimon's delete_tag: one tag, or several comma-separated; the tags deleted."""
+        return wa.TagsDeleted.from_json(self.action(names.DELETE_TAG, wa.DeleteTagBody(table, tag)),
+                                        names.DELETE_TAG).deleted
+
     def paimon_sink(self, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
                     call_timeout: float | None = None, max_unacked: int = DEFAULT_MAX_UNACKED,
                     max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES) -> PaimonSink:

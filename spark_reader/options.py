@@ -45,7 +45,8 @@ class Options:
     push: str | None = None  # a push table name
     timeout: float = 30.0  # seconds for each unary call; reads are bounded by Spark's own task handling
     snapshot_id: int | None = None
-    incremental_between: tuple[int, int] | None = None
+    incremental_between: tuple[int, int] | None = None  # snapshot ids A,B: the delta A+1..B
+    incremental_tags: tuple[str, str] | None = None  # incremental-between 'TAG1,TAG2': resolved on the driver
     scan_mode: str = "latest-full"
     consumer_id: str | None = None
     timestamp_millis: int | None = None  # scan.timestamp-millis
@@ -115,6 +116,7 @@ def parse(raw: Mapping[str, str]) -> Options:
         timeout=_number(opts, "timeout", float, 30.0),
         snapshot_id=_number(opts, "scan.snapshot-id", int),
         incremental_between=_between(opts.get("incremental-between")),
+        incremental_tags=_between_tags(opts.get("incremental-between")),
         scan_mode=mode,
         consumer_id=opts.get("consumer-id") or None,
         timestamp_millis=_number(opts, "scan.timestamp-millis", int),
@@ -207,18 +209,37 @@ def _starting_offsets(value: str | None) -> str | dict[str, int]:
     return {str(int(p)): s for p, s in parsed.items()}
 
 
-def _between(value: str | None) -> tuple[int, int] | None:
+def _between_parts(value: str | None) -> tuple[str, str] | None:
+    """incremental-between's two ends, as Paimon takes them: two snapshot ids '3,7' or two tags
+    'TAG1,TAG2' (a tag is never all digits: Paimon refuses such names)."""
     if not value:
         return None
-    try:
-        start, end = (int(x) for x in value.split(","))
-    except ValueError:
+    parts = [p.strip() for p in value.split(",")]
+    if len(parts) != 2 or not all(parts) or _is_id(parts[0]) != _is_id(parts[1]):
         raise OptionError(
-            f"Option 'incremental-between' must be two snapshot ids 'START,END' (e.g. '3,7'), got {value!r}."
-        ) from None
-    if not 0 <= start <= end:
-        raise OptionError(f"Option 'incremental-between' {value!r} needs 0 <= START <= END.")
+            f"Option 'incremental-between' must be two snapshot ids 'START,END' (e.g. '3,7') or two tags "
+            f"'TAG1,TAG2', got {value!r}.")
+    return parts[0], parts[1]
+
+
+def _between(value: str | None) -> tuple[int, int] | None:
+    parts = _between_parts(value)
+    if parts is None or not _is_id(parts[0]):
+        return None
+    start, end = int(parts[0]), int(parts[1])
+    if start > end:
+        raise OptionError(f"Option 'incremental-between' {value!r} needs START <= END (the delta of snapshots "
+                          "START+1..END).")
     return start, end
+
+
+def _between_tags(value: str | None) -> tuple[str, str] | None:
+    parts = _between_parts(value)
+    return None if parts is None or _is_id(parts[0]) else parts
+
+
+def _is_id(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def _check_combinations(o: Options, mode_given: bool, misplaced: list[str]) -> None:
@@ -230,7 +251,8 @@ def _check_combinations(o: Options, mode_given: bool, misplaced: list[str]) -> N
         )
     starts = [k for k, v in (("scan.snapshot-id", o.snapshot_id), ("scan.tag-name", o.tag_name),
                              ("scan.timestamp-millis", o.timestamp_millis),
-                             ("incremental-between", o.incremental_between)) if v is not None]
+                             ("incremental-between", o.incremental_between or o.incremental_tags))
+              if v is not None]
     if len(starts) > 1:
         raise OptionError(f"Options {' and '.join(repr(k) for k in starts)} conflict; set one of them.")
     if mode_given and o.scan_mode.startswith("from-snapshot") and o.snapshot_id is None and o.tag_name is None:

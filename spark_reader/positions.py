@@ -1,5 +1,6 @@
 """Start positions resolved once, on the driver: a tag, a commit time or "earliest" become the
-snapshot id the read starts at (the server's `find_snapshot` and `latest_snapshot` actions).
+snapshot id the read starts at, and incremental-between's tags the ids of its delta (the server's
+`find_snapshot` and `latest_snapshot` actions).
 
 A batch read and a stream read the same option differently, as in Paimon's connector: a batch
 read of `scan.timestamp-millis` is the table as it was then (the last snapshot committed at or
@@ -12,7 +13,7 @@ from dataclasses import replace
 
 from flight_server.wire import names
 from spark_reader.flight_io import SourceError, call, connect
-from spark_reader.options import Options
+from spark_reader.options import OptionError, Options
 
 
 def _found(opts: Options, timestamp_millis: int | None = None, tag: str | None = None):
@@ -39,11 +40,33 @@ def _tag(opts: Options) -> Options:
     return replace(opts, snapshot_id=_found(opts, tag=opts.tag_name).snapshot_id, tag_name=None)
 
 
+def between_tags(opts: Options) -> Options:
+    """incremental-between 'TAG1,TAG2' as the snapshot ids the tags name: checked at load() and
+    resolved again when the read is planned (a DataFrame keeps what its first action found, as
+    for scan.tag-name). An unknown tag or tags in the wrong order fail naming the option."""
+    if opts.incremental_tags is None:
+        return opts
+    value = ",".join(opts.incremental_tags)
+    ids = []
+    for tag in opts.incremental_tags:
+        try:
+            ids.append(_found(opts, tag=tag).snapshot_id)
+        except SourceError as e:
+            raise OptionError(f"Option 'incremental-between' {value!r}: {e}") from None
+    (start, end), (first, last) = ids, opts.incremental_tags
+    if start > end:
+        raise OptionError(
+            f"Option 'incremental-between' {value!r}: tag {first!r} is snapshot {start}, after tag {last!r} (snapshot "
+            f"{end}); name the earlier tag first: '{last},{first}'.")
+    return replace(opts, incremental_between=(start, end), incremental_tags=None)
+
+
 def for_batch(opts: Options) -> Options:
-    """A batch read's options with its start as `snapshot_id` (a full scan pinned there)."""
+    """A batch read's options with its start as `snapshot_id` (a full scan pinned there), and an
+    incremental-between of tags as snapshot ids."""
     if not opts.table:
         return opts
-    opts = _tag(opts)
+    opts = between_tags(_tag(opts))
     if opts.timestamp_millis is None:
         return opts
     found = _found(opts, timestamp_millis=opts.timestamp_millis)

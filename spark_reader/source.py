@@ -43,6 +43,7 @@ class FlightPaimonDataSource(DataSource):
 
     def _source_schema(self) -> StructType:
         opts = self.opts
+        positions.between_tags(opts)  # an unknown tag, or tags in the wrong order, fail at load()
         client = connect(opts)
         try:
             if opts.table:
@@ -68,7 +69,7 @@ class FlightPaimonDataSource(DataSource):
     def streamReader(self, schema: StructType):
         self._check_given(schema)
         if self.opts.table:
-            if self.opts.incremental_between:
+            if self.opts.incremental_between or self.opts.incremental_tags:
                 raise OptionError("Option 'incremental-between' is for batch reads; a stream uses scan.mode.")
             return PaimonStreamReader(positions.for_stream(self.opts), schema)
         return PushStreamReader(self.opts, schema)

@@ -139,6 +139,18 @@ def cmd_remove_orphan_files(args) -> int:
     return 0
 
 
+def cmd_create_tag(args) -> int:
+    name = _paimon_table(args.table, "create-tag")
+    print(json.dumps(_client(args).create_tag(name, args.tag, args.snapshot, args.time_retained).to_json()))
+    return 0
+
+
+def cmd_delete_tag(args) -> int:
+    name = _paimon_table(args.table, "delete-tag")
+    print(json.dumps({"deleted": _client(args).delete_tag(name, args.tag)}))
+    return 0
+
+
 def cmd_list(args) -> int:
     client = _client(args)
     for info in client.flight.list_flights(args.prefix.encode(), options=client.options()):
@@ -326,6 +338,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "commits that never happened), as Paimon's remove_orphan_files", cmd_remove_orphan_files)
     p.add_argument("--older-than", type=_instant, metavar="TIME", help="only files last written before TIME, "
                    "as for expire-snapshots (unset: a day ago; at least 10 minutes ago)")
+    client_args(p)
+
+    p = maintenance("create-tag", "tag a Paimon snapshot (the latest unless --snapshot), as Paimon's create_tag "
+                    "procedure: the tag keeps it from expiry, and reads take it as scan.tag-name", cmd_create_tag)
+    p.add_argument("tag", help="the tag's name (letters, digits, _ . -; not all digits)")
+    p.add_argument("--snapshot", type=_count, metavar="N", help="the snapshot id to tag (unset: the latest)")
+    p.add_argument("--time-retained", metavar="DURATION", help="written into the tag as Paimon's time_retained, "
+                   "e.g. '1 d' (Paimon's writers and expire_tags remove the tag after it; this server does not)")
+    client_args(p)
+
+    p = maintenance("delete-tag", "delete a Paimon tag, as Paimon's delete_tag procedure (its files only: what "
+                    "only it kept goes with expiry or remove-orphan-files)", cmd_delete_tag)
+    p.add_argument("tag", help="the tag's name, or several comma-separated")
     client_args(p)
 
     p = command("list", "list push tables and Paimon tables", cmd_list)

@@ -51,7 +51,7 @@ class TableState:
     last_error: str | None = None
     cpu_s: float = 0.0  # the maintenance thread's CPU time in this table's rounds
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    consumers: threading.Lock = field(default_factory=threading.Lock, repr=False)  # expiry or a consumer commit
+    consumers: threading.Lock = field(default_factory=threading.Lock, repr=False)  # expiry, a consumer commit or a tag
 
     def as_json(self) -> dict:
         return {"snapshots": self.snapshots, "data_files": self.data_files, "data_bytes": self.data_bytes,
@@ -127,6 +127,12 @@ class Maintainer:
         not be seen by it. A commit that waited for one finds its snapshot kept, or is refused."""
         with self._state(name).consumers:
             self.paimon.consumer_commit(name, consumer_id, next_snapshot)
+
+    def create_tag(self, name: str, tag: str, snapshot: int | None, time_retained_ms: int | None) -> int:
+        """Tag a snapshot, never while this server expires the table (as consumer_commit): the
+        snapshot found kept is kept until the tag names it."""
+        with self._state(name).consumers:
+            return self.paimon.create_tag(name, tag, snapshot, time_retained_ms)
 
     def maintain(self, name: str) -> bool:
         """One round after commits: compact what needs it and expire, in turn, again while either

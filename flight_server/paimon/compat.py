@@ -188,6 +188,19 @@ def tag_names(table) -> list[str]:
     return sorted(str(name) for name in manager.list_tags())
 
 
+def create_tag(table, tag: str, snapshot_id: int, time_retained_ms: int | None) -> None:
+    """Paimon's create_tag: a tag file holding the snapshot (and, with a retention, its create
+    time and TTL), written by pypaimon's TagManager as Java's writes it. The caller has checked
+    that the tag is new and the snapshot kept."""
+    table.create_tag(tag, snapshot_id, ignore_if_exists=False,
+                     time_retained=None if time_retained_ms is None else f"{time_retained_ms} ms")
+
+
+def delete_tag(table, tag: str) -> bool:
+    """Paimon's delete_tag: the tag file only (no data file); False when there was none."""
+    return bool(table.delete_tag(tag))
+
+
 def read_consumer(table, consumer_id: str) -> int | None:
     """The consumer's next snapshot, or None if it has no progress yet."""
     manager = table.consumer_manager()

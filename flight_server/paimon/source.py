@@ -94,6 +94,56 @@ class PaimonSource:
                            table=name)
         return snapshot
 
+    def create_tag(self, name: str, tag: str, snapshot: int | None, time_retained_ms: int | None) -> int:
+        """Tag `snapshot` (the latest when None) as Paimon's create_tag does; returns the snapshot
+        tagged. The caller keeps this server's expiry of the table out meanwhile
+        (Maintainer.create_tag); the snapshot is looked for again after the write, for another
+        server's expiry, and the tag taken back if it went."""
+        table = self.table(name)
+        existing = compat.tag_snapshot(table, tag)
+        if existing is not None:
+            raise InvalidRequest(f"Paimon table {name!r} already has tag {tag!r} (on snapshot {existing}); delete it "
+                                 "first (delete_tag) or choose another name.", table=name)
+        manager = table.snapshot_manager()
+        if snapshot is None:
+            snapshot = compat.latest_snapshot_id(table)
+            if snapshot is None:
+                raise NotFound(f"Paimon table {name!r} has no snapshot to tag yet; commit to it first.", table=name)
+        elif compat.snapshot(manager, snapshot) is None:
+            raise self._untaggable(table, name, snapshot)
+        try:
+            compat.create_tag(table, tag, snapshot, time_retained_ms)
+        except (ValueError, FileNotFoundError):
+            if compat.tag_snapshot(table, tag) is not None:  # made meanwhile by another caller
+                raise InvalidRequest(f"Paimon table {name!r} already has tag {tag!r}; delete it first (delete_tag) "
+                                     "or choose another name.", table=name) from None
+            raise self._untaggable(table, name, snapshot) from None
+        if compat.snapshot(manager, snapshot) is None:  # expired meanwhile: its files may be going
+            compat.delete_tag(table, tag)
+            raise self._untaggable(table, name, snapshot)
+        return snapshot
+
+    @staticmethod
+    def _untaggable(table, name: str, snapshot: int) -> NotFound:
+        earliest = compat.earliest_snapshot_id(table.snapshot_manager())
+        latest = compat.latest_snapshot_id(table)
+        kept = "it has no snapshot yet" if latest is None else f"its snapshots are {earliest} to {latest}"
+        return NotFound(f"Paimon table {name!r} has no snapshot {snapshot} to tag ({kept}); name a kept snapshot, "
+                        "or leave the snapshot out to tag the latest.", table=name)
+
+    def delete_tags(self, name: str, tags: list[str]) -> list[str]:
+        """Delete the tags (their files only, as Paimon's delete_tag), all of them or, when one is
+        unknown, none."""
+        table = self.table(name)
+        missing = [tag for tag in tags if compat.tag_snapshot(table, tag) is None]
+        if missing:
+            known = compat.tag_names(table)
+            raise NotFound(f"Paimon table {name!r} has no tag {missing[0]!r} (its tags are: {', '.join(known) or 'none'}"
+                           "); nothing was deleted.", table=name)
+        for tag in tags:
+            compat.delete_tag(table, tag)
+        return tags
+
     def consumer_progress(self, name: str, consumer_id: str) -> int | None:
         """The next snapshot the consumer will read, None if it has recorded no progress."""
         return compat.read_consumer(self.table(name), consumer_id)

@@ -191,6 +191,26 @@ class AbortStagedBody(Body):
     stage: str
 
 
+@dataclass(frozen=True)
+class CreateTagBody(Body):
+    """Paimon's create_tag procedure: (table, tag, snapshot?, time_retained?)."""
+
+    STRICT: ClassVar[bool] = True
+    table: str
+    tag: str
+    snapshot: object = None  # the snapshot id to tag; the latest when unset
+    time_retained: object = None  # a duration as Paimon's ('1 d', '12 h'), written into the tag
+
+
+@dataclass(frozen=True)
+class DeleteTagBody(Body):
+    """Paimon's delete_tag procedure: (table, tag), `tag` one name or several comma-separated."""
+
+    STRICT: ClassVar[bool] = True
+    table: str
+    tag: str
+
+
 # -- results --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -263,6 +283,17 @@ class StagedCommit(Message):
 class StagedAbort(Message):
     attempts: int = 0
     files_deleted: int = 0
+
+
+@dataclass(frozen=True)
+class TagCreated(Message):
+    tag: str
+    snapshot: int
+
+
+@dataclass(frozen=True)
+class TagsDeleted(Message):
+    deleted: list  # the tags deleted, in the order named
 
 
 # -- the table ------------------------------------------------------------------------------
@@ -361,6 +392,18 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action(names.ABORT_STAGED, AbortStagedBody, StagedAbort, WRITE, (names.TABLE,),
            "Discard everything a job's attempts staged (their files are deleted; nothing was committed).",
            '`{"table", "stage"}`', '`{"attempts", "files_deleted"}`'),
+    Action(names.CREATE_TAG, CreateTagBody, TagCreated, ADMIN, (names.TABLE,),
+           "Tag a Paimon snapshot (the latest unless snapshot is given), as Paimon's create_tag procedure: the "
+           "tag keeps the snapshot's files from expiry and is read with scan.tag-name.",
+           '`{"table", "tag", "snapshot"?: N, "time_retained"?: "1 d"}` (admin; Paimon\'s create_tag; the latest '
+           "snapshot by default; `time_retained` is written into the tag as Paimon writes it)",
+           '`{"tag", "snapshot"}`'),
+    Action(names.DELETE_TAG, DeleteTagBody, TagsDeleted, ADMIN, (names.TABLE,),
+           "Delete Paimon tags (several comma-separated), as Paimon's delete_tag procedure. Only the tag files go: "
+           "what only a tag kept is left to expiry (and orphan removal) to delete later.",
+           '`{"table", "tag": "T" or "T1,T2"}` (admin; Paimon\'s delete_tag; only the tag files go: what only a '
+           "tag kept is left to expiry, see \"Tags\")",
+           '`{"deleted": ["T", ...]}`'),
 )}
 assert set(ACTIONS) == set(names.ACTIONS)
 

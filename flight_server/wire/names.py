@@ -11,9 +11,10 @@ HEALTH = "health"
 CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT = "create_table", "producer_state", "find_snapshot"
 COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES = "compact", "expire_snapshots", "remove_orphan_files"
 COMMIT_STAGED, ABORT_STAGED = "commit_staged", "abort_staged"
+CREATE_TAG, DELETE_TAG = "create_tag", "delete_tag"  # Paimon's procedures of those names
 ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH,
            CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT, COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES,
-           COMMIT_STAGED, ABORT_STAGED)
+           COMMIT_STAGED, ABORT_STAGED, CREATE_TAG, DELETE_TAG)
 
 # Keys of a Paimon read command; "table" names the table.
 TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapshot", "to_snapshot"
