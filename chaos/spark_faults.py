@@ -120,7 +120,8 @@ def _push_sink(ctx: Context) -> Run:
 
 
 @scenario("spark", "writeStream into a Paimon table: driver SIGKILLed mid-batch, restarted", "the table holds "
-          "every row once (named producers, micro-batch id as seq, committed with the rows)", short=1, full=3)
+          "every row once (each micro-batch staged by its tasks and committed by the driver as one snapshot, the "
+          "micro-batch id its seq)", short=1, full=3)
 def _paimon_sink(ctx: Context) -> Run:
     uri, client, source, sink = _source_and_sink_names(ctx, "db.out")
     client.create_table(sink, EVENTS_SCHEMA)
