@@ -57,9 +57,27 @@ def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_
     errors.append(("limit", limited.returncode, err))
     assert len(out.splitlines()) == 5
 
-    # 3. Piped into `head -3`, which closes the pipe.
-    piped = subprocess.run(f"{sys.executable} -m flight_server.cli tail push:t --format jsonl --uri {uri} | head -3",
-                           shell=True, capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
+    # 3. Piped into `head -3`, which closes the pipe: a table of its own whose producer and consumer
+    # outlast any machine's start-up of the tail (the producer is stopped once the tail is done).
+    client.register("t3", SCHEMA, capacity=8)
+    endless = subprocess.Popen(
+        [sys.executable, "-m", "producers.examples.counter", "t3", "--uri", uri, "--batches", "1000000", "--rows", "3",
+         "--rate", "50"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
+    def drain_t3():  # the table's own consumer: rows keep flowing past the tail, which notices head's close
+        try:
+            for _ in client.read_endpoint(client.info("t3").endpoints[0], timeout=300):
+                pass
+        except Exception:  # noqa: BLE001 - ends with the killed producer; not what this step checks
+            pass
+
+    threading.Thread(target=drain_t3, daemon=True).start()
+    try:
+        piped = subprocess.run(f"{sys.executable} -m flight_server.cli tail push:t3 --format jsonl --uri {uri} "
+                               "| head -3", shell=True, capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                               timeout=120)
+    finally:
+        endless.kill()
+        endless.wait(30)
     assert len(piped.stdout.splitlines()) == 3 and piped.returncode == 0
     errors.append(("head", 0, piped.stderr))
 
