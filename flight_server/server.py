@@ -137,7 +137,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.paimon = PaimonSource(warehouse, warehouse_options)
         self.sources: dict[str, Source] = {names.PUSH: self.pushed, names.PAIMON: self.paimon}
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads)
-        self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer)
+        self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer,
+                                     staged=self.ingest.staging.file_names)
         self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
         if self.metrics is not None:
             self.push.on_drop.append(self.metrics.forget_push_table)

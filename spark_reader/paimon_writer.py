@@ -6,8 +6,8 @@ committed, named by its attempt. The driver's `commit` then commits the successf
 snapshot (`commit_staged`), and the server discards the stage's other attempts (failed and
 speculative ones); `abort` discards them all (`abort_staged`). So a job's rows land whole or not
 at all, whatever Spark retried or in what order a retry yielded its rows:
-- batch (`df.write`): the stage is a job id made on the driver; its commit names producer
-  `spark-<job>` with seq 0, so a commit retried after a lost answer commits nothing twice.
+- batch (`df.write`): the stage is a job id made on the driver; a commit retried after a lost
+  answer gets the same answer (the server remembers committed stages), never a second snapshot.
 - stream (`df.writeStream`): the stage is `<query id>-<batch id>`; its commit names producer
   `spark-<query id>` (the query id survives restarts from the checkpoint) with the micro-batch id
   as the seq, so a micro-batch Spark replays after a restart commits nothing.
@@ -51,7 +51,8 @@ def task_property(context, key: str) -> str:
 def stage_task(opts: Options, schema: pa.Schema, stage: str, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
     """Stage this task attempt's batches (the executor's own client)."""
     context = TaskContext.get()
-    attempt = f"{context.partitionId()}-{context.attemptNumber()}" if context is not None else "0-0"
+    # taskAttemptId is unique in the application: a resubmitted stage's attempts start at 0 again
+    attempt = f"{context.partitionId()}-{context.taskAttemptId()}" if context is not None else "0-0"
     target = loosened(schema)
     counted = {"rows": 0, "batches": 0}
 
@@ -72,7 +73,7 @@ def stage_task(opts: Options, schema: pa.Schema, stage: str, iterator: Iterator[
     return StagedRows(stage, attempt, counted["rows"], counted["batches"])
 
 
-def commit_stage(opts: Options, stage: str, messages: list, producer: str, seq: int) -> None:
+def commit_stage(opts: Options, stage: str, messages: list, producer: str | None, seq: int | None) -> None:
     """The driver: the attempts Spark kept, committed in one snapshot (the stage's others discarded)."""
     attempts = [m.attempt for m in messages if isinstance(m, StagedRows)]
     client = connect(opts)
@@ -104,7 +105,9 @@ class PaimonBatchWriter(DataSourceArrowWriter):
         return stage_task(self.opts, self.schema, self.job, iterator)
 
     def commit(self, messages: list) -> None:
-        commit_stage(self.opts, self.job, messages, f"spark-{self.job}", 0)
+        # No producer: a job runs once (a producer per job would stay in the table's map for ever);
+        # a commit retried after a lost answer gets the same answer from the server.
+        commit_stage(self.opts, self.job, messages, None, None)
 
     def abort(self, messages: list) -> None:
         abort_stage(self.opts, self.job)

@@ -99,7 +99,15 @@ def test_speculative_and_failed_attempts_leave_nothing_and_a_retried_commit_adds
     expected = [*range(300), *range(1000, 1010)] + ([] if keys else list(range(250, 260)))
     assert sorted(ids) == sorted(expected)
     again = client.commit_staged("db.s", "job", ["0-1", "1-0"], "spark-job", 0)  # a retry after a lost answer
-    assert again.skipped and again.snapshot == done.snapshot
+    assert again == done
+    with pytest.raises(Exception, match="staged already"):  # an attempt id is staged once
+        client.stage("db.s", "job2", "0-0", SCHEMA, [batch(range(700, 710))]) + \
+            client.stage("db.s", "job2", "0-0", SCHEMA, [batch(range(700, 710))])
+    client.abort_staged("db.s", "job2")
+    no_producer = [client.stage("db.s", "job3", "0-0", SCHEMA, [batch(range(800, 805))])]
+    first = client.commit_staged("db.s", "job3", ["0-0"])  # Spark's batch writer: no producer
+    assert client.commit_staged("db.s", "job3", ["0-0"]) == first and first.rows == 5 and no_producer == [1]
+    expected += list(range(800, 805))
     assert sorted(table_rows(client, "db.s").column("id").to_pylist()) == sorted(expected)
     assert parquet_files(warehouse, "db.s") == committed_files(client, "db.s", warehouse), \
         "the discarded attempts' files were deleted, and only theirs"
@@ -108,3 +116,23 @@ def test_speculative_and_failed_attempts_leave_nothing_and_a_retried_commit_adds
     assert parquet_files(warehouse, "db.s") == committed_files(client, "db.s", warehouse)
     with pytest.raises(KeyError, match="not staged on this server"):
         client.commit_staged("db.s", "gone", ["0-0"], "spark-gone", 0)
+
+
+def test_staged_files_outlive_orphan_removal_and_a_table_created_again_takes_no_stale_stage(client, warehouse):
+    client.create_table("db.o", SCHEMA, options={"bucket": "2", "bucket-key": "id"})
+    client.stage("db.o", "job", "0-0", SCHEMA, [batch(range(100))])
+    staged = parquet_files(warehouse, "db.o")
+    old = 1_000_000_000  # 2001: far older than remove_orphan_files' default of a day
+    for root, _, files in os.walk(os.path.join(warehouse, "db.db", "o")):
+        for f in files:
+            os.utime(os.path.join(root, f), (old, old))
+    client.remove_orphan_files("db.o")
+    assert parquet_files(warehouse, "db.o") == staged, "orphan removal took files a staged write holds"
+    assert client.commit_staged("db.o", "job", ["0-0"]).rows == 100
+    assert sorted(table_rows(client, "db.o").column("id").to_pylist()) == list(range(100))
+    client.stage("db.o", "late", "0-0", SCHEMA, [batch(range(200, 210))])
+    client.drop_table("db.o")
+    client.create_table("db.o", SCHEMA, options={"bucket": "2", "bucket-key": "id"})
+    with pytest.raises(KeyError, match="dropped and created again"):
+        client.commit_staged("db.o", "late", ["0-0"])
+    assert client.latest_snapshot("db.o").snapshot_id is None

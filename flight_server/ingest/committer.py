@@ -50,6 +50,7 @@ TRIM_EVERY_S = 2.0
 COALESCE_ROWS = 65536  # a writer takes queued batches up to this many rows into one write ...
 COALESCE_BYTES = 8 << 20  # ... or this many bytes (one batch at least)
 DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # the other half receives, acks and maintains
+EXCLUSIVE_ATTEMPTS = 3  # group commits tried before a staged job's commit gives up (they keep failing)
 STAGED_ROWS_TIMEOUT_S = 3600.0  # how long a staged job's commit may take to write its rows (commit_rows)
 SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
 
@@ -307,6 +308,7 @@ class TableCommitter:
             try:
                 wrote = False
                 for batch in batches():
+                    self._check_open()
                     if batch.num_rows:
                         writer.write_arrow_batch(batch)
                         wrote = True
@@ -327,6 +329,7 @@ class TableCommitter:
 
     def _commit_prepared(self, messages: list, producer: str | None, seq: int | None) -> tuple[int | None, bool]:
         """(The commit thread, writers paused.) `messages` as one snapshot with the producer's seq."""
+        self._check_open()  # a table dropped meanwhile: never commit into its deleted directory
         if self._already(producer, seq):
             return self.producers.snapshot_of(producer), True
         if not any(m.new_files for m in messages):
@@ -353,8 +356,15 @@ class TableCommitter:
             self._chores.append(chore)
             self._cond.notify_all()
         if not chore.done.wait(timeout):
-            raise TimeoutError(f"the committer of Paimon table {self.name!r} did not commit a staged job within "
-                               f"{timeout} s")
+            with self._cond:
+                withdrawn = chore in self._chores
+                if withdrawn:
+                    self._chores.remove(chore)
+            if withdrawn:  # never started: it never commits, so the caller may say it failed
+                raise Unavailable(f"The committer of Paimon table {self.name!r} did not reach a staged job's commit "
+                                  f"within {timeout:.0f} s (long group commits ahead of it); nothing was committed, "
+                                  "commit it again.")
+            chore.done.wait()  # started: its outcome is what the caller must hear, however long it takes
         if chore.error is not None:
             raise chore.error
         return chore.result
@@ -384,7 +394,7 @@ class TableCommitter:
                     "written_batches": len(self._written), "in_commit_batches": len(self._inflight),
                     "writers": self.writers, "write_cpu_s": [round(lane.cpu_s, 3) for lane in self._lanes],
                     "commit_cpu_s": round(self._commit_cpu_s, 3), "named_producers_writing": sorted(self._active),
-                    "commits": self._ident, "last_snapshot": self.producers.seen, "closed": self._closed,
+                    "commits": self._ident, "last_snapshot": self.producers.latest, "closed": self._closed,
                     "maintenance_commits": self._chores_run, "maintenance_commit_ms_max": round(self._chore_ms_max, 1)}
 
     def _notify_everyone(self) -> None:
@@ -580,10 +590,16 @@ class TableCommitter:
         uncommitted: what they wrote before is group-committed first, and they are made anew after
         it, so their next rows' sequence numbers (and a dynamic-bucket table's key index) follow
         the job's commit. The job's rows are thus one snapshot of their own."""
-        while True:
+        for attempt in range(EXCLUSIVE_ATTEMPTS + 1):
             with self._cond:
                 if self._closed is not None:
                     chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
+                    return
+                if attempt == EXCLUSIVE_ATTEMPTS:  # the group commits before it keep failing (a full disk)
+                    self._sealing = False
+                    self._work.notify_all()
+                    chore.fail(Unavailable(f"Paimon table {self.name!r}: the group commits before a staged job's "
+                                           "commit kept failing; nothing of the job was committed, commit it again."))
                     return
                 self._sealing = True
                 self._cond.wait_for(lambda: self._writing == 0 or self._closed is not None)
@@ -653,7 +669,7 @@ class TableCommitter:
         if not hold:
             self._unseal()  # the writers go on with the next commit's batches while this one lands
         try:
-            snapshot = self._publish(messages, updates) if rows else self.producers.seen
+            snapshot = self._publish(messages, updates) if rows else self.producers.latest
         except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause
             self._failed(group, e)
             return
@@ -736,7 +752,7 @@ def _close(closable, table: str) -> None:
         return
     try:
         closable.close()
-    except Exception:  # noqa: BLE001 - the commit's own error is what the producers get
+    except BaseException:  # noqa: BLE001 - pyo3's PanicException too; the commit's own error is what producers get
         log.warning("writer_close_failed", table=table, exc_info=True)
 
 

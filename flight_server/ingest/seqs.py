@@ -51,6 +51,7 @@ class ProducerSeqs:
         self._recorded: dict[str, int] = {}  # what the records on disk hold
         self._record_files: set[str] = set()  # records read or written here: subsumed by our next one
         self.seen: int | None = None
+        self.latest: int | None = None  # the newest snapshot known here (committed here, or read)
         self._load()
 
     def last_seq(self, producer: str) -> int | None:
@@ -80,6 +81,8 @@ class ProducerSeqs:
                         self._snapshot_of[producer] = snapshot
             if snapshot is not None and snapshot == (self.seen or 0) + 1:
                 self.seen = snapshot  # else another writer committed before ours: the next refresh reads it
+            if snapshot is not None:
+                self.latest = max(snapshot, self.latest or 0)
 
     def refresh(self) -> bool:
         """Merge the maps of snapshots committed since `seen` (by anyone); where some of those
@@ -94,13 +97,17 @@ class ProducerSeqs:
                 return True
             start = (self.seen or 0) + 1
             earliest = compat.earliest_snapshot_id(manager) or start
-            if earliest > start:
-                self._merge_records(self._read_records())
+            gone = earliest > start
             for sid in range(max(start, earliest), latest.id + 1):
                 snap = latest if sid == latest.id else compat.snapshot(manager, sid)
                 if snap is not None:
                     self._merge(snap)
+                else:
+                    gone = True  # expired while we walked
+            if gone:  # expiry never runs ahead of the records: they hold what those snapshots said
+                self._merge_records(self._read_records())
             self.seen = latest.id
+            self.latest = max(latest.id, self.latest or 0)
             return True
 
     def checkpoint(self) -> int:
@@ -111,9 +118,9 @@ class ProducerSeqs:
             if not self.refresh():
                 return self.seen or 0  # no snapshot (dropped meanwhile): nothing to keep, no directory to make
             with self._lock:
-                seqs = dict(self._seqs)
-            if seqs != self._recorded:
-                self._write_record(seqs)
+                changed = self._seqs != self._recorded
+            if changed:
+                self._write_record()
             return self.seen or 0
 
     def _load(self) -> None:
@@ -129,10 +136,15 @@ class ProducerSeqs:
         earliest = compat.earliest_snapshot_id(manager) or latest.id
         if covered is not None:
             self._merge_records(records)
+            gone = False
             for sid in range(max(covered + 1, earliest), latest.id + 1):
                 snap = latest if sid == latest.id else compat.snapshot(manager, sid)
                 if snap is not None:
                     self._merge(snap)
+                else:
+                    gone = True
+            if gone:  # expired while we walked: by another server, after its newer record
+                self._merge_records(self._read_records())
         else:
             self._record_files.update(r["name"] for r in records)  # replaced by the next record
             for sid in range(latest.id, earliest - 1, -1):
@@ -140,12 +152,12 @@ class ProducerSeqs:
                 if snap is not None and PROPERTY in (snap.properties or {}):
                     self._merge(snap)
                     break
-        self.seen = latest.id
+        self.seen = self.latest = latest.id
         with self._lock:  # everything the table holds is in it as of the latest snapshot
             self._snapshot_of = {p: latest.id for p in self._seqs}
             beyond = self._seqs != self._recorded
         if beyond:  # the map lives only in snapshots: record it before anything can expire them
-            self._write_record(dict(self._seqs))
+            self._write_record()
 
     def _valid_cover(self, records: list[dict], latest, manager) -> int | None:
         """The snapshot the newest record covers, or None when there is none or the table's history
@@ -211,15 +223,18 @@ class ProducerSeqs:
             raise ValueError(f"the producer record {path} is not a valid record ({e}); it was written whole or "
                              "not at all, so something else wrote it: move it away and restart") from e
 
-    def _write_record(self, seqs: dict[str, int]) -> None:
-        """A new record of `seqs` as of `seen`, then the records it subsumes deleted."""
+    def _write_record(self) -> None:
+        """A new record of the map as of `seen`, then the records it subsumes deleted."""
         manager = self._table.snapshot_manager()
         sid = self.seen or 0
         snap = compat.snapshot(manager, sid) if sid else None
-        if snap is None:  # expired already: the latest one is covered too (refresh merged it)
-            self.refresh()
+        if snap is None:  # expired already: the latest one is covered too (refresh merges it)
+            if not self.refresh():
+                return  # no snapshot (dropped meanwhile): no directory to make
             sid = self.seen or 0
             snap = compat.snapshot(manager, sid)
+        with self._lock:  # after any refresh: what the record claims is what was merged
+            seqs = dict(self._seqs)
         name = f"{RECORD_PREFIX}{sid:020d}-{uuid.uuid4().hex[:12]}.json"
         body = {"snapshot": sid, "snapshot_time_ms": snap.time_millis if snap is not None else 0, "seqs": seqs}
         self._file_io.check_or_mkdirs(self._dir)

@@ -3,14 +3,17 @@ the job's other attempts, in one snapshot (Paimon's Spark writer: tasks write, t
 
 A stage is a job (a Spark write, or one epoch of a stream); an attempt is one try of one of its
 tasks. `put` writes an attempt's stream with pypaimon's native writer and keeps the commit
-messages it prepared, in this server's memory; `commit` commits the attempts it is given, through
-the table's committer, between its group commits, as one snapshot (exactly-once when it names a
-producer and seq: a seq already committed commits nothing), and discards the stage's other
-attempts (failed and speculative ones); `abort` discards all of them. Discarding deletes the
-attempt's files, which no snapshot names: only files of attempts never handed to a commit are
-ever deleted (one whose commit failed may have landed: orphan removal decides later). A stage
-idle for STAGE_IDLE_S is discarded; a server restart forgets its stages (their files are then
-orphans), and a commit of them fails NOT_FOUND: the job wrote nothing.
+messages it prepared, in this server's memory (a primary-key table's attempts wait as Arrow files
+on this server instead, written at the commit by the table's own writer: its rows' sequence
+numbers, and a dynamic-bucket table's key index, are one writer's); `commit` commits the attempts
+it is given, through the table's committer, between its group commits, as one snapshot
+(exactly-once when it names a producer and seq: a seq already committed commits nothing; a stage
+committed here answers a retry the same), and discards the stage's other attempts (failed and
+speculative ones); `abort` discards all of them. Discarding deletes the attempt's files, which no
+snapshot names: only files of attempts never handed to a commit are ever deleted (one whose
+commit failed may have landed: orphan removal decides later, and keeps staged files meanwhile).
+A stage idle for STAGE_IDLE_S is discarded; a server restart forgets its stages (their files are
+then orphans), and a commit of them fails NOT_FOUND: the job wrote nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from flight_server.wire.requests import WriteTarget
 log = structlog.get_logger(__name__)
 
 STAGE_IDLE_S = 6 * 3600.0
-STAGED, COMMITTING, DONE = "staged", "committing", "done"
+STAGED, DONE = "staged", "done"
 
 
 @dataclass
@@ -42,7 +45,9 @@ class _Attempt:
     messages: list  # commit messages of the files it wrote into the table (none when spilled)
     rows: int
     spill: str | None = None  # its rows in an Arrow IPC file of this server, to be written at the commit
+    identity: str | None = None  # the table's (compat.table_identity) when it was staged
     state: str = STAGED
+    handed: bool = False  # given to a commit once: its table files are never deleted here
 
 
 class _Spill:
@@ -91,6 +96,7 @@ def _read_spills(paths: list[str]):
 class _Stage:
     attempts: dict[str, _Attempt] = field(default_factory=dict)
     used: float = field(default_factory=time.monotonic)
+    committing: bool = False  # a commit_staged of it runs now
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class Staging:
         self._lock = threading.Lock()
         self._stages: dict[tuple[str, str], _Stage] = {}
         self._spills: str | None = None  # the local directory of spilled attempts, made on first use
+        self._done: dict[tuple[str, str], tuple[tuple, Committed, float]] = {}  # committed stages: a retry's answer
 
     def put(self, target: WriteTarget, schema, chunks, send_ack, fields: dict) -> None:
         """Write one attempt's stream to files; each batch is acked `{"seq": i}` once written (the
@@ -116,7 +123,12 @@ class Staging:
         self._discard_idle()
         table = self._table(target.table)
         conform = Conformer(compat.arrow_schema(table), schema, target.label)
-        if compat.routes_keys_by_index(table):  # its one writer owns the key index: rows wait for the commit
+        with self._lock:
+            stage = self._stages.get((target.table, target.stage))
+            if stage is not None and target.attempt in stage.attempts:
+                raise WrongState(f"{target.label}: that attempt is staged already; stage each attempt under its own "
+                                 "id (Spark's writer uses the task attempt's id).", table=target.table)
+        if table.primary_keys:  # rows wait for the commit, written then by the table's own writer (see above)
             writer = _Spill(self._spill_dir(), conform.schema)
         else:
             writer = compat.native_write_table(table).new_batch_write_builder().new_write()
@@ -148,48 +160,59 @@ class Staging:
             writer.close()
         if prepared is None:
             raise WrongState(f"The stream into {target.label} ended without its end marker; nothing was staged.")
-        attempt = _Attempt(prepared, rows, writer.path if isinstance(writer, _Spill) else None)
+        attempt = _Attempt(prepared, rows, writer.path if isinstance(writer, _Spill) else None,
+                           identity=compat.table_identity(table))
         with self._lock:
             stage = self._stages.setdefault((target.table, target.stage), _Stage())
             stage.used = time.monotonic()
-            old = stage.attempts.get(target.attempt)
-            if old is None or old.state == STAGED:
+            taken = target.attempt in stage.attempts or stage.committing
+            if not taken:
                 stage.attempts[target.attempt] = attempt
-        if old is not None and old.state != STAGED:
-            self._discard(target.table, [attempt], "staged after its stage's commit began")
-            raise WrongState(f"{target.label}: the stage is being committed; stage a new attempt id.")
-        if old is not None:  # the same attempt id staged again: the newer one counts
-            self._discard(target.table, [old], "staged again")
+        if taken:  # staged meanwhile under the same id, or its stage's commit began: this one never counts
+            self._discard(target.table, [attempt], "staged too late")
+            raise WrongState(f"{target.label}: the attempt was staged meanwhile, or its stage's commit began; "
+                             "nothing of this stream was staged.", table=target.table)
         fields["staged_rows"] = rows
 
     def commit(self, name: str, stage_id: str, attempts: list[str], producer: str | None, seq: int | None) -> Committed:
         """The attempts' files as one snapshot (through the committer); the stage's other attempts
-        are discarded. With `producer`/`seq`: committed once (a replay finds the seq and adds nothing)."""
+        are discarded. With `producer`/`seq`: committed once (a replay finds the seq and adds nothing);
+        a stage committed here answers the same again (a retried commit_staged)."""
         committer = self._committer(name)
+        with self._lock:
+            done = self._done.get((name, stage_id))
+        if done is not None and done[0] == tuple(attempts):
+            return done[1]
         if producer is not None:
             last = committer.producers.last_seq(producer)
-            if last is not None and seq <= last:  # a commit that answered before (a retry, a replayed epoch)
+            if last is not None and seq <= last:  # a commit that answered before (a replayed epoch)
                 self.abort(name, stage_id)
                 return Committed(committer.producers.snapshot_of(producer), 0, True)
         with self._lock:
             stage = self._stages.get((name, stage_id))
             staged = {} if stage is None else stage.attempts
-            missing = [a for a in attempts if a not in staged]
+            missing = [a for a in attempts if a not in staged or staged[a].state == DONE]
             if missing:
                 raise NotFound(
                     f"Paimon table {name!r}: attempt {missing[0]!r} of stage {stage_id!r} is not staged on this server "
                     "(it restarted, the stage was aborted or idle too long, or the attempt wrote to another server); "
                     "nothing of the stage was committed: run the job again.", table=name)
-            busy = [a for a in attempts if staged[a].state != STAGED]
-            if busy:
-                raise WrongState(f"Paimon table {name!r}: attempt {busy[0]!r} of stage {stage_id!r} is already being "
-                                 "committed.", table=name)
+            if stage.committing:
+                raise WrongState(f"Paimon table {name!r}: stage {stage_id!r} is being committed now.", table=name)
             chosen = [staged[a] for a in attempts]
+            stale = [a for a in chosen if a.identity != committer.identity]
             others = [a for a in staged.values() if a.state == STAGED and a not in chosen]
-            for a in (*chosen, *others):
-                a.state = COMMITTING
+            if not stale:
+                stage.committing = True
+                for a in chosen:
+                    a.handed = True  # from now on its files may be in a snapshot: never deleted here
+        if stale:
+            self.abort(name, stage_id)
+            raise NotFound(f"Paimon table {name!r} was dropped and created again since stage {stage_id!r} was staged; "
+                           "nothing of the stage was committed: run the job again.", table=name)
         rows = sum(a.rows for a in chosen)
         try:
+            self._check_files(name, chosen, stage_id)
             spills = [a.spill for a in chosen if a.spill is not None]
             if spills:
                 snapshot, skipped = committer.commit_rows(lambda: _read_spills(spills), producer, seq)
@@ -197,14 +220,35 @@ class Staging:
                 snapshot, skipped = committer.commit_messages([m for a in chosen for m in a.messages], producer, seq)
         except BaseException:
             with self._lock:
-                for a in others:
-                    a.state = STAGED  # never handed to a commit: an abort may still discard them
-            raise  # the chosen ones may have landed: left to orphan removal, never deleted here
+                stage.committing = False  # a commit again (the same producer and seq) finds whether it landed
+            raise
+        result = Committed(snapshot, 0 if skipped else rows, skipped)
         with self._lock:
             self._stages.pop((name, stage_id), None)
+            self._done[(name, stage_id)] = (tuple(attempts), result, time.monotonic())
+            for a in chosen:
+                a.state = DONE
         self._discard(name, others, "not committed (failed or speculative attempts)")
-        self._discard(name, [a for a in chosen if skipped or a.spill is not None], "committed before, or written")
-        return Committed(snapshot, 0 if skipped else rows, skipped)
+        self._discard(name, chosen, "spilled rows written")  # only spill files: the chosen were handed
+        return result
+
+    def _check_files(self, name: str, chosen: list[_Attempt], stage_id: str) -> None:
+        """The staged files are all still there (orphan removal by another tool may take files no
+        snapshot names; this server's own skips them): else nothing is committed."""
+        table = self._table(name)
+        for path in compat.written_paths(table, [m for a in chosen if a.spill is None for m in a.messages]):
+            if not table.file_io.exists(path):
+                raise NotFound(f"Paimon table {name!r}: a file stage {stage_id!r} wrote is gone ({path}: removed as an "
+                               "orphan?); nothing of the stage was committed: run the job again.", table=name)
+
+    def file_names(self, name: str) -> set[str]:
+        """The names of the data files staged attempts of table `name` wrote: in use, though no
+        snapshot names them yet (orphan removal keeps them)."""
+        with self._lock:
+            messages = [m for (table, _), st in self._stages.items() if table == name
+                        for a in st.attempts.values() for m in a.messages]
+        return {f.file_name for m in messages for f in [*m.new_files, *m.changelog_files]} | {
+            extra for m in messages for f in m.new_files for extra in (f.extra_files or [])}
 
     def abort(self, name: str, stage_id: str) -> tuple[int, int]:
         """Discard every attempt of the stage not handed to a commit: (attempts, files deleted)."""
@@ -212,11 +256,12 @@ class Staging:
             stage = self._stages.get((name, stage_id))
             if stage is None:
                 return 0, 0
+            if stage.committing:
+                return 0, 0  # its commit decides; the attempts it leaves out are discarded then
             gone = [a for a in stage.attempts.values() if a.state == STAGED]
             for a in gone:
                 a.state = DONE
-            if all(a.state == DONE for a in stage.attempts.values()):
-                del self._stages[(name, stage_id)]
+            del self._stages[(name, stage_id)]
         return len(gone), self._discard(name, gone, "aborted")
 
     def stats(self) -> dict:
@@ -231,7 +276,8 @@ class Staging:
     def _discard_idle(self) -> None:
         now = time.monotonic()
         with self._lock:
-            idle = [key for key, st in self._stages.items() if now - st.used > STAGE_IDLE_S]
+            idle = [key for key, st in self._stages.items() if now - st.used > STAGE_IDLE_S and not st.committing]
+            self._done = {key: done for key, done in self._done.items() if now - done[2] <= STAGE_IDLE_S}
         for name, stage_id in idle:
             log.info("stage_discarded", table=name, stage=stage_id, reason=f"idle over {STAGE_IDLE_S:.0f} s")
             self.abort(name, stage_id)
@@ -243,13 +289,13 @@ class Staging:
             return self._spills
 
     def _discard(self, name: str, attempts: list[_Attempt], why: str) -> int:
-        """Delete what attempts staged and no snapshot names (never handed to a commit, or committed
-        as rows written anew): their files in the table, or their spill files."""
+        """Delete what attempts staged: their spill files (on this server, never in the table), and
+        the table files of attempts never handed to a commit (no snapshot names them)."""
         for a in attempts:
             if a.spill is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(a.spill)
-        return self._delete(name, [m for a in attempts if a.spill is None for m in a.messages], why)
+        return self._delete(name, [m for a in attempts if a.spill is None and not a.handed for m in a.messages], why)
 
     def _delete(self, name: str, staged_messages: list, why: str) -> int:
         """Delete files staged attempts wrote that no snapshot names (never committed)."""

@@ -112,7 +112,9 @@ class Ingest:
         with self._lock:
             committers = [*self._committers.values(), *self._retired]
         stopped = all([c.join(max(0.0, deadline - time.monotonic())) for c in committers])
-        for c in committers:  # the last commits' seqs recorded beside the snapshots (ingest/seqs.py)
+        with self._lock:
+            current = list(self._committers.values())  # not a retired one: its table was created again
+        for c in current:  # the last commits' seqs recorded beside the snapshots (ingest/seqs.py)
             if not c.is_running:
                 try:
                     c.producers.checkpoint()

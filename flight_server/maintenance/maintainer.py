@@ -66,11 +66,14 @@ class TableState:
 class Maintainer:
     """Compaction and expiry of the Paimon tables one server writes (and, by hand, of any table)."""
 
-    def __init__(self, paimon: PaimonSource, round_s: float = ROUND_S, clock=time.time, committers=None):
+    def __init__(self, paimon: PaimonSource, round_s: float = ROUND_S, clock=time.time, committers=None,
+                 staged=None):
         """`committers(name)`: this server's committer of a table it writes, or None; a compaction's
-        commit then runs on it, between its group commits."""
+        commit then runs on it, between its group commits. `staged(name)`: the names of files its
+        staged writes hold for a commit to come (orphan removal keeps them)."""
         self.paimon = paimon
         self._committers = committers or (lambda name: None)
+        self._staged = staged or (lambda name: set())
         self.round_s, self.clock = round_s, clock
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}  # table -> when it may run next (committed since its last round)
@@ -227,7 +230,8 @@ class Maintainer:
         state = self._state(name)
         with self._cond:
             watched = dict(state.uncommitted)
-        done = orphans.remove_orphan_files(store, int(self.clock() * 1000), older_than_ms)
+        done = orphans.remove_orphan_files(store, int(self.clock() * 1000), older_than_ms,
+                                           frozenset(self._staged(name)))
         state.files_deleted += done.deleted
         # A failed compaction's files are counted until gone: a pass deletes them once older than
         # its older_than (a day by default), or another server's pass did.

@@ -41,8 +41,10 @@ class OrphanResult:
         return {"deleted": self.deleted, "bytes": self.bytes, "scanned": self.scanned}
 
 
-def remove_orphan_files(store: TableStore, now_ms: int, older_than_ms: int | None = None) -> OrphanResult:
-    """Delete the files nothing kept names, last written before `older_than_ms` (epoch ms)."""
+def remove_orphan_files(store: TableStore, now_ms: int, older_than_ms: int | None = None,
+                        in_use: frozenset[str] = frozenset()) -> OrphanResult:
+    """Delete the files nothing kept names, last written before `older_than_ms` (epoch ms); never one
+    of `in_use` (names of files this server's staged writes hold for a commit to come)."""
     older_than = now_ms - DEFAULT_OLDER_THAN_MS if older_than_ms is None else older_than_ms
     if older_than > now_ms - MIN_AGE_MS:
         raise InvalidRequest(
@@ -53,7 +55,7 @@ def remove_orphan_files(store: TableStore, now_ms: int, older_than_ms: int | Non
             raise InvalidRequest(
                 f"remove_orphan_files {store.name!r}: the table has {what} ({directory}/), whose files this server "
                 "does not follow; run Paimon's own remove_orphan_files procedure (Spark or Flink).")
-    used = store.referenced_files()
+    used = store.referenced_files() | in_use
     result = OrphanResult()
     for path, name, size, mtime_ms in store.list_files(candidate_dir):
         result.scanned += 1

@@ -231,6 +231,19 @@ def write_consumer(table, consumer_id: str, next_snapshot: int) -> None:
     os.replace(temp, path)
 
 
+def restore_consumer(table, consumer_id: str, next_snapshot: int | None) -> None:
+    """Put a consumer back as it was: its earlier progress, or no file when it had none."""
+    if next_snapshot is not None:
+        write_consumer(table, consumer_id, next_snapshot)
+        return
+    manager = table.consumer_manager()
+    path = manager._consumer_path(consumer_id)
+    try:
+        manager._file_io.delete(path, False)
+    except FileNotFoundError:
+        pass
+
+
 def write_whole(file_io, path: str, content: str) -> None:
     """Write a small file whole or not at all: on a local warehouse beside it, then renamed over
     (pypaimon overwrites in place, and a kill in between leaves an empty file); an object store's

@@ -109,7 +109,7 @@ class Scope:
 
 def _missing_file(e: Exception) -> bool:
     text = str(e)
-    return (isinstance(e, (FileNotFoundError, OSError)) or "NotFound" in text or "No such file" in text
+    return (isinstance(e, FileNotFoundError) or "NotFound" in text or "No such file" in text
             or "doesn't exist" in text or "does not exist" in text)
 
 

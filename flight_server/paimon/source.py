@@ -165,8 +165,13 @@ class PaimonSource:
                 f"the latest snapshot + 1 ({limit}); commit only snapshots that were read.",
                 table=name)
         self._check_kept(table, name, consumer_id, next_snapshot, limit)
+        before = compat.read_consumer(table, consumer_id)
         compat.write_consumer(table, consumer_id, next_snapshot)
-        self._check_kept(table, name, consumer_id, next_snapshot, limit)
+        try:
+            self._check_kept(table, name, consumer_id, next_snapshot, limit)
+        except NotFound:  # another server expired it meanwhile: a consumer on a gone snapshot would stop expiry
+            compat.restore_consumer(table, consumer_id, before)
+            raise
 
     @staticmethod
     def _check_kept(table, name: str, consumer_id: str, next_snapshot: int, limit: int) -> None:
