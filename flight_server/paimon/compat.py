@@ -435,10 +435,3 @@ def written_paths(table, messages: list) -> list[str]:
             paths += [main, *(f"{parent}/{extra}" for extra in (f.extra_files or []))]
     return paths
 
-
-def routes_keys_by_index(table) -> bool:
-    """Whether the table assigns a primary key's bucket from an index its one writer keeps (dynamic
-    or cross-partition buckets): a second writer would put a key in a second bucket."""
-    from pypaimon.table.bucket_mode import BucketMode
-
-    return bool(table.primary_keys) and table.bucket_mode() in (BucketMode.HASH_DYNAMIC, BucketMode.CROSS_PARTITION)
