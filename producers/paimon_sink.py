@@ -34,7 +34,7 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server.wire import messages, names
-from flight_server.wire.errors import Cancelled, Unavailable, error_message, from_flight
+from flight_server.wire.errors import Cancelled, CommitRaced, Unavailable, error_message, from_flight
 from flight_server.wire.schemas import loosened, schema_difference
 from flight_server.wire.values import is_int
 from producers.sink import Slotted, SinkError
@@ -161,6 +161,7 @@ class PaimonSink(Slotted):
         self._stream_sent = 0
         self._ack_error: BaseException | None = None
         self._refused: messages.StreamFailed | None = None  # the server's word that the stream failed
+        self._failing_since: float | None = None  # the first of failed commits with no ack since (resumed)
         try:
             # A sink opened while the server restarts waits for it, as a reconnect does.
             retrying(f"open {self.label}", reconnect_timeout, self._open)
@@ -273,14 +274,31 @@ class PaimonSink(Slotted):
                 self._writer.write_with_metadata(batch, pa.py_buffer(messages.batch_seq(seq)))
         self._stream_sent += 1
 
-    def _end_refused(self) -> None:
+    def _end_refused(self, half_closed: bool = False) -> None:
         """The server said the stream failed: half-close and raise the call's status, which
-        carries the error and its code (UNAVAILABLE from a closing server: reconnect)."""
+        carries the error and its code (UNAVAILABLE from a closing server: reconnect). A named
+        producer whose group commit lost a race with another writer (a conflict, or an outcome
+        another server's expiry hid) resumes as after a lost connection (producer_state says what
+        the table holds), until commits have failed for reconnect_timeout with no ack between them;
+        any other failed commit (a full disk) is raised at once."""
         refused = self._refused
+        if self._resumes_after(refused):
+            self._drop_stream()
+            raise _Lost(refused)
         with _losing():
-            self._writer.done_writing()
+            if not half_closed:
+                self._writer.done_writing()
             self._writer.close()
         raise SinkError(f"The server failed the stream into {self.label}: {refused}") from refused
+
+    def _resumes_after(self, refused: messages.StreamFailed) -> bool:
+        if self.producer is None or refused.code != CommitRaced.code:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            if self._failing_since is None:
+                self._failing_since = now
+            return now - self._failing_since < self.reconnect_timeout
 
     def _end_stream(self) -> None:
         """Send the end marker and wait for the last ack (the server answers after the commit)."""
@@ -288,6 +306,8 @@ class PaimonSink(Slotted):
             self._writer.write_metadata(pa.py_buffer(messages.end(self._stream_sent)))
             self._writer.done_writing()
         self._acker.join()
+        if self._refused is not None:
+            self._end_refused(half_closed=True)
         with _losing():
             self._writer.close()
         if self._ack_error is not None:
@@ -394,6 +414,7 @@ class PaimonSink(Slotted):
                         self._lock.notify_all()
                     return
                 with self._lock:
+                    self._failing_since = None  # commits land again
                     if self._unacked and self._unacked[0].seq == ack.seq:
                         self._pop_acked()
                         self._lock.notify_all()

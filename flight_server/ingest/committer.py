@@ -36,7 +36,7 @@ import structlog
 from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.paimon import compat
 from flight_server.wire import allocator
-from flight_server.wire.errors import Cancelled, CommitFailed, InvalidRequest, Unavailable, WrongState
+from flight_server.wire.errors import Cancelled, CommitFailed, CommitRaced, InvalidRequest, Unavailable, WrongState
 
 log = structlog.get_logger(__name__)
 
@@ -702,7 +702,7 @@ class TableCommitter:
             log.info("commit_abandoned", table=self.name, batches=len(group), reason=self._closed)
         else:
             log.error("commit_failed", table=self.name, batches=len(group), exc_info=e)
-        error = CommitFailed(
+        error = (CommitRaced if _raced(e) else CommitFailed)(
             f"The group commit into Paimon table {self.name!r} failed: {_cause(e)}. "
             "None of this stream's unacked batches were acked; a named producer resumes from "
             "producer_state, which says what the table holds.", table=self.name)
@@ -754,6 +754,15 @@ def _close(closable, table: str) -> None:
         closable.close()
     except BaseException:  # noqa: BLE001 - pyo3's PanicException too; the commit's own error is what producers get
         log.warning("writer_close_failed", table=table, exc_info=True)
+
+
+RACES = ("Cannot determine whether commit", "Try again", "onflict")  # pypaimon's words for a lost race
+
+
+def _raced(e: BaseException) -> bool:
+    """Whether a commit failed by racing another writer (pypaimon's optimistic commit gave up, or
+    another server's expiry removed the snapshots that said whether it landed), not by its own cause."""
+    return any(word in str(e) for word in RACES)
 
 
 def _cause(e: BaseException) -> str:

@@ -58,6 +58,13 @@ class CommitFailed(WrongState):
     code = "commit_failed"
 
 
+class CommitRaced(CommitFailed):
+    """A group commit lost a race with another writer (a conflict, or an outcome another server's
+    expiry hid): a named producer resumes and resends what the table lacks."""
+
+    code = "commit_raced"
+
+
 class LimitExceeded(WrongState):
     """A server limit (--max-memory, --max-streams, --max-tables, --max-partitions, a partition's
     capacity_bytes) would be passed: RESOURCE_EXHAUSTED in spirit, UNKNOWN with this code on the
@@ -134,7 +141,8 @@ def from_flight(exc: BaseException) -> FlightPaimonError:
     import pyarrow.flight as flight
 
     message = error_message(exc)
-    by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, CommitFailed, LimitExceeded, Cancelled, Internal)}
+    by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, CommitFailed, CommitRaced, LimitExceeded,
+                                             Cancelled, Internal)}
     code = _extra_info_code(getattr(exc, "extra_info", None)) or _detail_code(exc)
     if code in by_code:  # the server's own word on what kind of error this is
         return by_code[code](message)
