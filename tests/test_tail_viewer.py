@@ -50,12 +50,23 @@ def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_
     out, err = first.communicate(timeout=30)
     errors.append(("ctrl-c", first.returncode, err))
 
-    # 2. --limit 5, from the batches still held.
-    limited = tail(uri, "push:t", "--from", "earliest", "--limit", "5", "--format", "jsonl",
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = limited.communicate(timeout=30)
+    # 2. --limit 5, from the batches still held: a table of its own with no consumer, so they stay
+    # held (the first table's 1,000 batches may all be consumed by now on a slow machine).
+    client.register("t2", SCHEMA, capacity=8)
+    holding = subprocess.Popen(
+        [sys.executable, "-m", "producers.examples.counter", "t2", "--uri", uri, "--batches", "1000", "--rows", "3"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
+    try:
+        wait_for(lambda: client.stats("t2")["push"]["t2"]["partitions"]["0"]["queued_batches"] >= 2,
+                 "two batches held in t2", timeout=120)
+        limited = tail(uri, "push:t2", "--from", "earliest", "--limit", "5", "--format", "jsonl",
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = limited.communicate(timeout=60)
+    finally:
+        holding.kill()
+        holding.wait(30)
     errors.append(("limit", limited.returncode, err))
-    assert len(out.splitlines()) == 5
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [0, 1, 2, 3, 4]
 
     # 3. Piped into `head -3`, which closes the pipe: a table of its own whose producer and consumer
     # outlast any machine's start-up of the tail (the producer is stopped once the tail is done).
