@@ -119,7 +119,10 @@ def _idle_past_retention(ctx: Context, outside: bool) -> Run:
     compactions, or pypaimon's own commits) until expiry has removed every snapshot that did; the
     server SIGKILLed or stopped at a random moment of that, restarted, and the producer resumes
     (it resends whatever producer_state says the table lacks)."""
+    import pyarrow as pa
+
     from producers.examples import events
+    from tests.paimon_tables import commit_arrow
 
     port = ctx.free_port()
     args = ("--commit-interval-ms", "20", "--maintenance-interval-ms", "100", "--shutdown-timeout", "2")
@@ -137,7 +140,7 @@ def _idle_past_retention(ctx: Context, outside: bool) -> Run:
     if outside:  # another writer: pypaimon itself, straight into the table
         t = CatalogFactory.create({"warehouse": ctx.warehouse()}).get_table(table)
         for k in range(ctx.rnd.randint(2, 5)):
-            compat_commit(t, pa_table(events.batch("outside", k, ROWS)))
+            commit_arrow(t, pa.Table.from_batches([events.batch("outside", k, ROWS)]))
             outside_batches += 1
     else:
         client.compact(table)
@@ -176,24 +179,6 @@ def _idle_past_retention(ctx: Context, outside: bool) -> Run:
     return Run(detail=f"{first} batches before, {'an outside writer' if outside else 'compaction'}, "
                       f"{'killed mid-expiry' if cut else 'stopped after expiry'}; {len(held)} batches held",
                lost=lost, duplicated=duplicated)
-
-
-def pa_table(batch):
-    import pyarrow as pa
-
-    return pa.Table.from_batches([batch])
-
-
-def compat_commit(table, data) -> None:
-    """One pypaimon commit of `data`, as any other writer makes it."""
-    builder = table.new_batch_write_builder()
-    writer, commit = builder.new_write(), builder.new_commit()
-    try:
-        writer.write_arrow(data)
-        commit.commit(writer.prepare_commit())
-    finally:
-        writer.close()
-        commit.close()
 
 
 scenario("maintenance", "idle named producer past retention through compactions, stop, restart, resume",
