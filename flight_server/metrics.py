@@ -148,6 +148,7 @@ class _MaintenanceCollector:
                           ("uncommitted_bytes", "Bytes of those files"))
     COUNTERS = (("compactions", "COMPACT snapshots this server committed"),
                 ("compacted_bytes", "Bytes of the data files those compactions rewrote"),
+                ("ingested_bytes", "Bytes of the data files this server's group commits wrote"),
                 ("expiries", "Expiry rounds that expired snapshots"),
                 ("files_deleted", "Files expiry (data, changelog, manifest, index, statistics) and orphan removal "
                                   "deleted"))
@@ -164,16 +165,22 @@ class _MaintenanceCollector:
                      for key, text in self.MAINTENANCE_GAUGES]
         families += [CounterMetricFamily(f"{NAMESPACE}_maintenance_{key}", text, labels=["table"])
                      for key, text in self.COUNTERS]
+        amplification = GaugeMetricFamily(f"{NAMESPACE}_maintenance_write_amplification",
+                                          "compacted_bytes over ingested_bytes since this server started",
+                                          labels=["table"])
         last = GaugeMetricFamily(f"{NAMESPACE}_maintenance_last_seconds",
                                  "Epoch seconds of the table's last compaction or expiry", labels=["table", "step"])
         for table, state in tables.items():
             for family, (key, _) in zip(families, self.GAUGES + self.MAINTENANCE_GAUGES + self.COUNTERS):
                 family.add_metric([table], state[key])
+            if state["write_amplification"] is not None:
+                amplification.add_metric([table], state["write_amplification"])
             for step in ("compaction", "expiry"):
                 done = state[f"last_{step}"]
                 if done is not None:
                     last.add_metric([table, step], done["at_ms"] / 1000)
         yield from families
+        yield amplification
         yield last
 
 

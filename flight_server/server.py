@@ -319,11 +319,11 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.ingest.close(reason)
         self.maintainer.close()
 
-    def _committed(self, table: str, rows: int, nbytes: int, seconds: float) -> None:
+    def _committed(self, table: str, rows: int, nbytes: int, seconds: float, file_bytes: int) -> None:
         """A group commit of durable writes landed: metrics, and the table's maintenance is due."""
         if self.metrics is not None:
             self.metrics.committed(table, rows, nbytes, seconds)
-        self.maintainer.committed(table)
+        self.maintainer.committed(table, file_bytes)
 
 
 

@@ -28,9 +28,11 @@ def batch_rows(b: int, n: int = 20) -> pa.RecordBatch:
 
 @pytest.fixture
 def fast(warehouse):
-    """A server committing every 5 ms (a snapshot per batch) with maintenance rounds every 50 ms."""
+    """A server committing every 5 ms (a snapshot per batch) with maintenance rounds every 50 ms,
+    settling a table quiet for 200 ms."""
     running = RunningServer(warehouse, commit_interval_ms=5)
     running.server.maintainer.round_s = 0.05
+    running.server.maintainer.settle_s = 0.2
     client = Client(running.uri, timeout=30)
     yield running, client
     client.close()
@@ -583,25 +585,64 @@ def _files(*sizes: int) -> list:
     return [LiveFile(None, f"f{i}", size, 1, i, 0) for i, size in enumerate(sizes)]
 
 
-def test_pick_merges_tiny_files_by_size_ratio_and_part_files_once_they_add_up_to_the_target():
-    from flight_server.maintenance.compaction import pick
+def test_pick_merges_tiny_files_by_size_tier_and_part_files_once_they_add_up_to_the_target():
+    from flight_server.maintenance.compaction import pick, tier_bounds
     from flight_server.maintenance.options import MaintenanceOptions
 
-    opts = MaintenanceOptions(target_file_size=1600)  # part files: 100 and up
+    opts = MaintenanceOptions(target_file_size=16 * 4096)  # part files: 4096 and up; tiers below 4096, 256, 16, 1
+    assert tier_bounds(opts) == [1, 16, 256, 4096]
     names = lambda files: [f.name for f in files]  # noqa: E731
-    assert pick(_files(10, 10, 10, 10), opts) == [], "fewer than min-file-num tiny files wait"
-    assert names(pick(_files(50, 10, 10, 10, 10), opts)) == ["f1", "f2", "f3", "f4"], \
-        "the newest tiny files merge, and not an older one larger than their run"
-    assert names(pick(_files(30, 10, 10, 10, 10), opts)) == ["f0", "f1", "f2", "f3", "f4"]
-    parts = _files(*[300] * 6)
-    assert pick(parts[:5], opts) == [], "part files below the target together wait"
-    assert names(pick(parts, opts)) == [f"f{i}" for i in range(6)], "once they add up to it they merge"
-    assert names(pick(_files(900, 900, 200, 200, 200, 200), opts)) == ["f1", "f2", "f3", "f4", "f5"], \
-        "the window slides past a file too large to join min-file-num others under the target"
-    assert pick(_files(900, 900, 900), opts) == []
-    assert names(pick(_files(*[100] * 9), MaintenanceOptions(target_file_size=1600, max_file_num=8))) == \
-        [f"f{i}" for i in range(8)], "max-file-num part files merge whatever they add up to"
-    assert pick(_files(1600, 1600, 1600, 1600, 1600), opts) == [], "files of the target size are left alone"
+    assert pick(_files(40, 40, 40, 40), opts) == [], "fewer than min-file-num tiny files wait"
+    assert pick(_files(40, 40, 40, 40, 40), opts) == [], "min-file-num files below a tier's bound wait to add up to it"
+    assert names(pick(_files(40, 40, 40, 40, 40, 40, 40), opts)) == [f"f{i}" for i in range(7)], \
+        "files below 256 that add up to it merge: the merge lands a tier up"
+    assert names(pick(_files(300, 40, 40, 40, 40, 40, 40, 40), opts)) == [f"f{i}" for i in range(1, 8)], \
+        "a file of the next tier is not rewritten with them"
+    assert names(pick(_files(1000, 1000, 1000, 600, 600, 10, 10), opts)) == [f"f{i}" for i in range(7)], \
+        "the lowest tier the files add up to: here the part size"
+    assert names(pick(_files(3, 3, 3, 3, 3, 3, 300, 300), opts)) == [f"f{i}" for i in range(6)], \
+        "the lowest tier first"
+    parts = _files(*[16 * 300] * 15)
+    assert pick(parts[:13], opts) == [], "part files below the target together wait"
+    assert names(pick(parts, opts)) == [f"f{i}" for i in range(14)], "once they add up to it they merge"
+    assert pick(_files(60000, 60000, 60000), opts) == [], "files of the target size are left alone"
+    many = _files(*[10] * 40)
+    assert len(pick(many, MaintenanceOptions(target_file_size=16 * 4096, max_file_num=30))) == 30, \
+        "max-file-num at most"
+
+
+def test_the_tiers_rewrite_a_byte_a_few_times_whatever_the_commit_size():
+    """Commits of one size each, merged as pick says with a merge as large as its inputs: bytes
+    rewritten over bytes committed stays within the tiers a commit climbs to the part size (and the
+    one rewrite of part files into the target), and a bucket never holds many files."""
+    from flight_server.maintenance.compaction import pick
+    from flight_server.maintenance.options import MaintenanceOptions
+    from flight_server.maintenance.store import LiveFile
+
+    opts = MaintenanceOptions(target_file_size=16 << 20)  # 1/16 of the default: commits 1/16 of 20 KB, 320 KB, 3 MiB
+    for commit, bound in ((1_250, 4), (20_000, 3), (200_000, 2)):
+        files: list = []
+        rewritten = written = 0
+        for n in range(1, (64 << 20) // commit + 1):  # four target files a bucket
+            files.append(LiveFile(None, f"c{n}", commit, 1, n, 0))
+            written += commit
+            while chosen := pick(files, opts):
+                rewritten += sum(f.size for f in chosen)
+                files = [f for f in files if f not in chosen] + [LiveFile(None, f"m{n}", sum(f.size for f in chosen), 1, n, 0)]
+            assert len(files) < 64, (commit, n, len(files))
+        assert rewritten / written <= bound, (commit, rewritten / written)
+
+
+def test_a_quiet_bucket_settles_to_a_file_per_mib_besides_the_first():
+    from flight_server.maintenance.compaction import settle_pick
+    from flight_server.maintenance.options import MaintenanceOptions
+
+    opts = MaintenanceOptions()
+    names = lambda files: [f.name for f in files]  # noqa: E731
+    assert names(settle_pick(_files(*[20_000] * 12), opts)) == [f"f{i}" for i in range(12)], "a small bucket: one file"
+    assert settle_pick(_files(5 << 20, 20_000), opts) == [], "one file a MiB of data besides the first"
+    assert names(settle_pick(_files(3 << 20, *[20_000] * 6), opts)) == ["f3", "f4", "f5", "f6"], "the newest merge"
+    assert settle_pick(_files(20 << 20, 20 << 20, 20 << 20), opts) == [], "part files stay"
 
 
 def test_part_files_wait_until_they_add_up_to_the_target(fast, warehouse):

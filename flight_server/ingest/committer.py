@@ -128,7 +128,7 @@ class TableCommitter:
         self.interval_s, self.commit_bytes = interval_s, commit_bytes
         self.queue_bytes = queue_bytes or default_queue_bytes(commit_bytes)
         self.producers = ProducerSeqs(table)
-        self._on_commit = on_commit  # (table, rows, bytes, seconds) after each commit, for metrics
+        self._on_commit = on_commit  # (table, rows, Arrow bytes, seconds, data file bytes) after each commit
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # the rest: the commit thread, finishing and opening streams
         self._work = threading.Condition(lock)  # writer threads wait here for batches, seals, resets
@@ -676,7 +676,8 @@ class TableCommitter:
         self.producers.committed(updates, snapshot)
         if self._on_commit is not None and rows:
             try:
-                self._on_commit(self.name, rows, nbytes, time.perf_counter() - start)
+                files = sum(f.file_size for m in messages for f in m.new_files)
+                self._on_commit(self.name, rows, nbytes, time.perf_counter() - start, files)
             except Exception:  # noqa: BLE001 - metrics must never keep committed batches from their acks
                 log.error("commit_metrics_failed", table=self.name, exc_info=True)
         with self._cond:

@@ -2,24 +2,25 @@
 
 Append tables: a bucket's small files (below `compaction.small-file-ratio` of `target-file-size`,
 as Java Paimon's append compaction: a rewrite's files roll a little under the target, and are not
-rewritten again to grow a few percent) are rewritten in two ways (`pick`), by their size against
-the part-file size (`target-file-size` / 16, 16 MiB by default):
-- tiny files, below it, cost a reader more per file than per row. Once a bucket has
-  `compaction.min.file-num` of them, the newest are merged, as many as leave min-file-num - 1, and
-  the run grows towards older files while the next one is no larger than the run so far (plus
-  `compaction.size-ratio` percent), up to max-file-num files, as Paimon's universal compaction
-  picks sorted runs: files of similar size merge, so a bucket fed a tiny file per commit keeps
-  fewer than min-file-num of them, and each byte is rewritten about log2(part size / a commit's)
-  times until it is part of a part file;
+rewritten again to grow a few percent) are rewritten by size tiers (`pick`), so that each byte is
+rewritten O(log(target / a commit's size)) times whatever the commit rate, never once a round:
+- tiny files, below the part-file size (`target-file-size` / 16, 16 MiB by default), sit in tiers
+  TIER_FANIN (16) times apart: [part / 16, part), [part / 256, part / 16), ... The files below a
+  tier's bound merge once they add up to it (and are at least `compaction.min.file-num`), the
+  lowest tier first. Their merge lands at or above the bound, so each merge lifts every byte in
+  it by at least a tier: from a 20 KB commit to a 16 MiB part file, 3 rewrites. A bucket keeps
+  fewer than about 16 files a tier while commits go on;
 - part files, at least that large, cost a reader little more than their rows (a bucket of them
-  reads within 1.03x of the same rows in one file; of 6 MiB files, 1.25x), and a rewrite costs
-  per byte. They are left until the oldest of them add up to the target (at least min-file-num
-  of them) or max-file-num gather, then rewritten once into target-size files, as Java Paimon's
-  AppendOnlyCompactManager picked. So a part file is rewritten once (again only where the writer
-  rolls a file below the small-file ratio of the target: data that compresses far better than
-  the writer estimates). Any 16 part files in a row add up to the target and merge; a part file
-  too large to join min-file-num others under the target is left alone, as Java's window leaves
-  it (it is large enough to read at its rows' cost).
+  reads within 1.03x of the same rows in one file; of 6 MiB files, 1.25x), and are left until the
+  oldest of them add up to the target (at least min-file-num of them) or max-file-num gather, then
+  rewritten once into target-size files, as Java Paimon's AppendOnlyCompactManager picked (a
+  window that slides past a file too large to join min-file-num others under the target).
+- once a table has been quiet (no commit for the maintainer's settle_s), `settle_pick` merges the
+  newest tiny files of each bucket until it holds at most one file per READ_FILE_BYTES of data
+  besides the first: a file costs a full read about what 150 KB of rows do (2.3 ms; 10 files of a
+  4 MB table read 1.48x of one, scripts/bench_maintenance.py), so a quiet table reads within 1.2x
+  of the same rows in one commit. It rewrites at most the bucket's tiny files (< the part size)
+  once per quiet spell.
 
 Primary-key tables: a bucket's sorted runs (each level-0 file, then each level above) merged as
 Paimon's universal compaction picks them (`pick_runs`), into the level just below the next run
@@ -45,27 +46,49 @@ from flight_server.maintenance.store import LiveFile, TableStore
 log = structlog.get_logger(__name__)
 
 
+TIER_FANIN = 16  # tiers of tiny files are this many times apart in size (PART_FILES: parts to the target)
+READ_FILE_BYTES = 1 << 20  # a quiet bucket keeps one file besides the first per this many bytes
+
+
 def pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
     """The files of one bucket to rewrite now (oldest first), or [] (see the module's docstring)."""
     small = [f for f in files if f.size < opts.compaction_file_size]
-    run = _newest_run([f for f in small if f.size < opts.part_file_size], opts)
+    run = _tier_run([f for f in small if f.size < opts.part_file_size], opts)
     return run or _oldest_parts([f for f in small if f.size >= opts.part_file_size], opts)
 
 
-def _newest_run(tiny: list[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
-    """Once min-file-num tiny files exist: the newest, as many as leave fewer, and older ones while
-    each is no larger than the run so far (plus `compaction.size-ratio` percent)."""
-    if len(tiny) < opts.min_file_num:
+def tier_bounds(opts: MaintenanceOptions) -> list[int]:
+    """The upper bounds of the tiny files' tiers, the lowest first: ..., part / 256, part / 16, part."""
+    bounds, bound = [], opts.part_file_size
+    while bound >= 1:
+        bounds.append(bound)
+        bound //= TIER_FANIN
+    return bounds[::-1]
+
+
+def _tier_run(tiny: list[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
+    """The tiny files below the lowest tier bound they add up to, once at least min-file-num (at
+    most max-file-num: the largest), in the bucket's order; or []. The merge reaches the bound, so
+    each of its bytes moves up at least a tier (pypaimon's append writers number their files from
+    0 each, so tiers go by size, not by position)."""
+    for bound in tier_bounds(opts):
+        below = [f for f in tiny if f.size < bound]
+        if len(below) >= max(2, opts.min_file_num) and sum(f.size for f in below) >= bound:
+            if len(below) > opts.max_file_num:
+                keep = {id(f) for f in sorted(below, key=lambda f: -f.size)[:opts.max_file_num]}
+                below = [f for f in below if id(f) in keep]
+            return below
+    return []
+
+
+def settle_pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
+    """The newest tiny files of a quiet bucket that, merged into one, leave it at most one file
+    per READ_FILE_BYTES besides the first (oldest first), or []."""
+    tiny = [f for f in files if f.size < opts.part_file_size]
+    extra = len(files) - 1 - sum(f.size for f in files) // READ_FILE_BYTES
+    if extra <= 0 or len(tiny) < 2:
         return []
-    newest_first = tiny[::-1]
-    count = min(len(tiny) - opts.min_file_num + 2, opts.max_file_num)
-    run, total = newest_first[:count], sum(f.size for f in newest_first[:count])
-    for f in newest_first[count:]:
-        if len(run) >= opts.max_file_num or f.size * 100 > total * (100 + opts.size_ratio_percent):
-            break
-        run.append(f)
-        total += f.size
-    return run[::-1]
+    return tiny[-min(len(tiny), extra + 1, opts.max_file_num):]
 
 
 def _oldest_parts(parts: list[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
@@ -155,9 +178,10 @@ class CompactResult:
 
 
 def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None = None,
-            full: bool = False, commit_with=None, uncommitted=None) -> CompactResult:
+            full: bool = False, commit_with=None, uncommitted=None, settle: bool = False) -> CompactResult:
     """Compact the buckets of the latest snapshot that need it (all small files of every bucket when
-    `full`, as Paimon's `compact` procedure does by hand), one COMPACT commit per bucket.
+    `full`, as Paimon's `compact` procedure does by hand; a quiet append table's `settle_pick` when
+    `settle`), one COMPACT commit per bucket.
     `commit_with(fn)` runs a commit where it cannot race this server's own (the table's committer).
     `uncommitted(files)` is told the files (name -> (path, size)) a commit that failed wrote: no
     snapshot names them, and only orphan removal deletes them."""
@@ -173,10 +197,15 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
         if newer > store.table.table_schema.id:  # the schema changed since this round loaded the table
             log.info("compaction_deferred", table=store.name, schema_id=newer, reason="a newer schema: next round")
             continue
+        if rewriter is not None and settle:  # a merge tree's runs are what universal compaction left
+            continue
         if rewriter is not None:
             messages, chosen, upgraded = _merge_bucket(store, rewriter, files, opts, full)
         else:
-            chosen = [f for f in files if f.size < opts.compaction_file_size] if full else pick(files, opts)
+            if full:
+                chosen = [f for f in files if f.size < opts.compaction_file_size]
+            else:
+                chosen = settle_pick(files, opts) if settle else pick(files, opts)
             messages = store.rewrite(chosen) if len(chosen) >= 2 else []
         if not messages:
             continue

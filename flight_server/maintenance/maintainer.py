@@ -26,6 +26,7 @@ from flight_server.wire.errors import InvalidRequest, Unavailable
 log = structlog.get_logger(__name__)
 
 ROUND_S = 1.0  # a table is maintained at most this often after commits
+SETTLE_S = 5.0  # a table quiet this long gets one settling round (compaction.settle_pick)
 JOIN_S = 5.0  # close() waits this long for the step in flight (a server killed mid-step loses nothing)
 ORPHANS_EVERY_S = 3600.0  # a table's orphan files are looked for this often (and at its first round)
 ROUND_BUDGET_S = 5.0  # a round repeats a step that found work for at most this long (then other tables' turn)
@@ -40,7 +41,8 @@ class TableState:
     data_files: int = 0
     data_bytes: int = 0
     compactions: int = 0
-    compacted_bytes: int = 0  # bytes of the files compactions rewrote (write amplification: over data_bytes written)
+    compacted_bytes: int = 0  # bytes of the files compactions rewrote
+    ingested_bytes: int = 0  # bytes of the data files this server's group commits wrote
     last_compaction: dict | None = None
     expiries: int = 0
     last_expiry: dict | None = None
@@ -53,9 +55,15 @@ class TableState:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     consumers: threading.Lock = field(default_factory=threading.Lock, repr=False)  # expiry, a consumer commit or a tag
 
+    @property
+    def write_amplification(self) -> float | None:
+        """Bytes compactions rewrote per byte this server's commits wrote (None before any)."""
+        return round(self.compacted_bytes / self.ingested_bytes, 3) if self.ingested_bytes else None
+
     def as_json(self) -> dict:
         return {"snapshots": self.snapshots, "data_files": self.data_files, "data_bytes": self.data_bytes,
                 "compactions": self.compactions, "compacted_bytes": self.compacted_bytes,
+                "ingested_bytes": self.ingested_bytes, "write_amplification": self.write_amplification,
                 "last_compaction": self.last_compaction,
                 "expiries": self.expiries, "last_expiry": self.last_expiry, "files_deleted": self.files_deleted,
                 "uncommitted_files": len(self.uncommitted),
@@ -67,16 +75,17 @@ class Maintainer:
     """Compaction and expiry of the Paimon tables one server writes (and, by hand, of any table)."""
 
     def __init__(self, paimon: PaimonSource, round_s: float = ROUND_S, clock=time.time, committers=None,
-                 staged=None):
+                 staged=None, settle_s: float = SETTLE_S):
         """`committers(name)`: this server's committer of a table it writes, or None; a compaction's
         commit then runs on it, between its group commits. `staged(name)`: the names of files its
         staged writes hold for a commit to come (orphan removal keeps them)."""
         self.paimon = paimon
         self._committers = committers or (lambda name: None)
         self._staged = staged or (lambda name: set())
-        self.round_s, self.clock = round_s, clock
+        self.round_s, self.settle_s, self.clock = round_s, settle_s, clock
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}  # table -> when it may run next (committed since its last round)
+        self._settle: dict[str, float] = {}  # table -> when it will have been quiet for settle_s
         self._last: dict[str, float] = {}
         self._tables: dict[str, TableState] = {}
         self._closed = False
@@ -85,18 +94,27 @@ class Maintainer:
         self._thread = threading.Thread(target=self._run, name="maintenance", daemon=True)
         self._thread.start()
 
-    def committed(self, table: str, *_) -> None:
-        """Durable ingest committed into `table` (the committer's on_commit)."""
+    def committed(self, table: str, file_bytes: int = 0) -> None:
+        """Durable ingest committed `file_bytes` of data files into `table`: a round is due, and
+        a settling round once it has been quiet for settle_s."""
+        state = self._state(table)
+        with self._cond:
+            state.ingested_bytes += file_bytes
+            self._settle[table] = time.monotonic() + self.settle_s
+            self._want_round(table)
+
+    def _want_round(self, table: str) -> None:
         with self._cond:
             if table not in self._due:
                 self._due[table] = self._last.get(table, 0.0) + self.round_s
                 self._cond.notify_all()
 
     def stats(self) -> dict:
-        """Per table: what maintenance did, and `due` while a round is wanted or running."""
+        """Per table: what maintenance did, and `due` while a round (or the settling round after
+        its last commit) is wanted or running."""
         with self._cond:
-            return {name: {**state.as_json(), "due": name in self._due or name == self._running}
-                    for name, state in sorted(self._tables.items())}
+            busy = set(self._due) | set(self._settle) | {self._running}
+            return {name: {**state.as_json(), "due": name in busy} for name, state in sorted(self._tables.items())}
 
     def close(self) -> None:
         """Stop after the step in flight (`join` waits for it)."""
@@ -137,10 +155,11 @@ class Maintainer:
         with self._state(name).consumers:
             return self.paimon.create_tag(name, tag, snapshot, time_retained_ms)
 
-    def maintain(self, name: str) -> bool:
+    def maintain(self, name: str, settle: bool = False) -> bool:
         """One round after commits: compact what needs it and expire, in turn, again while either
         finds more to do (commits may outrun one compaction of max-file-num files, or one expiry of
-        snapshot.expire.limit snapshots) for up to ROUND_BUDGET_S; True if work was left."""
+        snapshot.expire.limit snapshots) for up to ROUND_BUDGET_S; True if work was left. A
+        `settle` round (the table quiet) then merges what a quiet table's reads want merged."""
         def both(store, opts):
             committer = self._committers(name)
             if committer is not None and committer.is_open:  # the seqs of the commits since the last round
@@ -168,6 +187,8 @@ class Maintainer:
                 raise failed
             if more:
                 return {"more": True}
+            if settle and compacts and self._compact(name, store, opts, None, full=False, settle=True)["snapshots"]:
+                return {"more": True}  # expiry of what it replaced, in the next round
             if self._orphans_due(name):
                 try:
                     self._orphans(name, store, None)
@@ -193,7 +214,8 @@ class Maintainer:
             self._observe(store, state)
             return result
 
-    def _compact(self, name: str, store: TableStore, opts: MaintenanceOptions, partition, full: bool) -> dict:
+    def _compact(self, name: str, store: TableStore, opts: MaintenanceOptions, partition, full: bool,
+                 settle: bool = False) -> dict:
         committer = self._committers(name)
         commit_with = None if committer is None else (lambda fn: committer.between_commits(fn, COMMIT_WAIT_S))
         state = self._state(name)
@@ -202,7 +224,7 @@ class Maintainer:
             with self._cond:
                 state.uncommitted.update(files)
 
-        done = compaction.compact(store, opts, partition, full, commit_with, uncommitted)
+        done = compaction.compact(store, opts, partition, full, commit_with, uncommitted, settle)
         if done.snapshots:
             state.compactions += len(done.snapshots)
             state.compacted_bytes += done.bytes_in
@@ -259,22 +281,28 @@ class Maintainer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and not self._due:
+                while not self._closed and not self._due and not self._settle:
                     self._cond.wait()
                 if self._closed:
                     return
-                name, due = min(self._due.items(), key=lambda kv: kv[1])
+                # a table's settling round waits for its rounds after commits
+                waiting = [(due, name, False) for name, due in self._due.items()]
+                waiting += [(at, name, True) for name, at in self._settle.items() if name not in self._due]
+                due, name, settle = min(waiting)
                 wait = due - time.monotonic()
                 if wait > 0:
                     self._cond.wait(wait)
                     continue
-                del self._due[name]
+                del (self._settle if settle else self._due)[name]
                 self._last[name] = time.monotonic()
                 self._running = name
             cpu0 = time.thread_time()
             try:
-                if self.maintain(name):
-                    self.committed(name)
+                if self.maintain(name, settle):
+                    self._want_round(name)
+                    if settle:  # settles once the work left is done
+                        with self._cond:
+                            self._settle.setdefault(name, time.monotonic())
                 self._state(name).last_error = None
             except Unavailable as e:  # the table's committer closed (shutdown, drop): its next commit asks again
                 log.info("maintenance_stopped", table=name, reason=str(e))

@@ -38,6 +38,7 @@ class LiveFile:
     level: int
     max_seq: int = 0
     deletes: int | None = 0  # retracting rows in it (primary-key files; None: not recorded)
+    created_ms: int = 0  # when it was written (append files: their order, as pypaimon's writers number from 0)
 
 
 REWRITE_BATCH_BYTES = 8 << 20  # a compaction reads its files in batches of about this many bytes of Arrow
@@ -133,9 +134,9 @@ class TableStore:
             key = (tuple(entry.partition.values), entry.bucket)
             groups.setdefault(key, []).append(
                 LiveFile(entry, f.file_name, f.file_size, f.row_count, f.min_sequence_number, f.level,
-                         f.max_sequence_number, f.delete_row_count))
+                         f.max_sequence_number, f.delete_row_count, f.creation_time_epoch_millis() or 0))
         for files in groups.values():
-            files.sort(key=lambda lf: (lf.min_seq, lf.name))
+            files.sort(key=lambda lf: (lf.min_seq, lf.created_ms, lf.name))
         return groups
 
     def data_paths(self, entry) -> list[str]:
