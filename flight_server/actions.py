@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from flight_server.auth import READ, Access
 from flight_server.ingest.streams import Ingest
 from flight_server.maintenance.maintainer import Maintainer
+from flight_server.maintenance.table_stats import table_stats
 from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import check_consumer_id, table_name
@@ -73,7 +74,17 @@ def commit(reg: Registries, body: wa.CommitBody) -> wa.Empty:
 
 def stats(reg: Registries, body: wa.StatsBody) -> dict:
     """Push tables (all, or the one named) and the durable writes into Paimon tables: with a
-    name, only what has that name (a push table name, or a DB.TABLE written through this server)."""
+    name, only what has that name (a push table name, or a DB.TABLE written through this server).
+    With `table`: that Paimon table as read from the table, and what this server did to it."""
+    if body.table is not None:
+        if body.name is not None:
+            raise InvalidRequest("Action 'stats' takes 'name' (a push table) or 'table' (a Paimon table), not both.")
+        name = table_name(body.table, "the body of action 'stats'")
+        held = table_stats(reg.paimon.table(name), name)
+        mine = {key: {k: v for k, v in part.items() if k == name} for key, part in (
+            ("paimon_writes", reg.ingest.stats(name)), ("maintenance", reg.maintainer.stats()),
+            ("staged", reg.ingest.staging.stats()))}
+        return {names.PAIMON: {name: held}, **mine}
     name = body.name
     writes = reg.ingest.stats(name)
     kept = {k: v for k, v in reg.maintainer.stats().items() if name is None or k == name}
@@ -205,12 +216,38 @@ def delete_tag(reg: Registries, body: wa.DeleteTagBody) -> wa.TagsDeleted:
 
 
 def compact(reg: Registries, body: wa.CompactBody) -> dict:
+    """Paimon's compact procedure: the whole table, or only `partitions` (and `partition`), each a
+    map of every partition column to a value; an unknown column is refused (it would match nothing)."""
     name = table_name(body.table, "the body of action 'compact'")
-    partition = body.partition
-    if partition is not None and (not isinstance(partition, dict) or not all(
-            isinstance(k, str) and (isinstance(v, str) or is_int(v)) for k, v in partition.items())):
-        raise InvalidRequest(f"Action 'compact': 'partition' must map partition columns to values, got {partition!r}.")
-    return reg.maintainer.compact(name, None if partition is None else {k: str(v) for k, v in partition.items()})
+    if body.partitions is not None and not isinstance(body.partitions, list):
+        raise InvalidRequest(f"Action 'compact': 'partitions' must be a list of maps of partition columns to "
+                             f"values, got {body.partitions!r}.")
+    wanted = list(body.partitions or []) + ([] if body.partition is None else [body.partition])
+    if body.partitions is None and body.partition is None:
+        return reg.maintainer.compact(name, None)
+    keys = list(reg.paimon.table(name).partition_keys or [])
+    parts = [_partition(p, keys, name) for p in wanted]
+    done: dict = {"snapshots": [], "files_in": 0, "files_out": 0, "bytes_in": 0, "upgraded": 0}
+    for part in dict.fromkeys(tuple(sorted(p.items())) for p in parts):  # each once, in the order given
+        result = reg.maintainer.compact(name, dict(part))
+        for key, value in result.items():
+            done[key] = done.get(key, 0) + value if not isinstance(value, list) else done.get(key, []) + value
+    return done
+
+
+def _partition(value, keys: list[str], table: str) -> dict:
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(k, str) and (isinstance(v, str) or is_int(v)) for k, v in value.items()):
+        raise InvalidRequest(f"Action 'compact': a partition must map partition columns to values, got {value!r}.")
+    if not keys:
+        raise InvalidRequest(f"Action 'compact': Paimon table {table!r} is not partitioned; compact it without "
+                             "partitions.")
+    unknown = [k for k in value if k not in keys]
+    if unknown or set(value) != set(keys):
+        what = f"has no partition column {unknown[0]!r}" if unknown else f"is partitioned by {', '.join(keys)}"
+        raise InvalidRequest(f"Action 'compact': Paimon table {table!r} {what}; name every partition column once, "
+                             f"e.g. {', '.join(f'{k}=VALUE' for k in keys)}.")
+    return {k: str(v) for k, v in value.items()}
 
 
 def expire_snapshots(reg: Registries, body: wa.ExpireSnapshotsBody) -> dict:
@@ -220,13 +257,19 @@ def expire_snapshots(reg: Registries, body: wa.ExpireSnapshotsBody) -> dict:
             raise InvalidRequest(f"Action 'expire_snapshots': {key!r} must be an integer >= 1, got {value!r}.")
     if body.retain_max is not None and body.retain_min is not None and body.retain_max < body.retain_min:
         raise InvalidRequest("Action 'expire_snapshots': 'retain_max' is below 'retain_min'.")
+    if body.max_deletes is not None and not is_int(body.max_deletes, minimum=1):
+        raise InvalidRequest(f"Action 'expire_snapshots': 'max_deletes' must be an integer >= 1 (the most snapshots "
+                             f"to expire), got {body.max_deletes!r}.")
     return reg.maintainer.expire_snapshots(name, body.retain_max, body.retain_min,
-                                           older_than_ms(body.older_than, "expire_snapshots"))
+                                           older_than_ms(body.older_than, "expire_snapshots"), body.max_deletes)
 
 
 def remove_orphan_files(reg: Registries, body: wa.RemoveOrphanFilesBody) -> dict:
     name = table_name(body.table, "the body of action 'remove_orphan_files'")
-    return reg.maintainer.remove_orphan_files(name, older_than_ms(body.older_than, "remove_orphan_files"))
+    if body.dry_run is not None and not isinstance(body.dry_run, bool):
+        raise InvalidRequest(f"Action 'remove_orphan_files': 'dry_run' must be true or false, got {body.dry_run!r}.")
+    return reg.maintainer.remove_orphan_files(name, older_than_ms(body.older_than, "remove_orphan_files"),
+                                              bool(body.dry_run))
 
 
 def older_than_ms(value, action: str) -> int | None:

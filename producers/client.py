@@ -277,8 +277,10 @@ class Client:
         """Free the batches below each offset; `discard` frees them even if no reader was sent them."""
         self.action(names.COMMIT, wa.CommitBody(name, {str(p): s for p, s in offsets.items()}, discard))
 
-    def stats(self, name: str | None = None) -> dict:
-        return self.action(names.STATS, wa.StatsBody(name))
+    def stats(self, name: str | None = None, table: str | None = None) -> dict:
+        """A push table's (`name`; all when both are None) or a Paimon table's (`table`, read from the
+        table) statistics, and this server's durable writes and maintenance."""
+        return self.action(names.STATS, wa.StatsBody(name, table))
 
     # -- Paimon tables: durable writes ----------------------------------------------------
 
@@ -313,15 +315,18 @@ class Client:
         """Record that the consumer read every snapshot before `next_snapshot`."""
         self.action(names.CONSUMER_COMMIT, wa.ConsumerCommitBody(table, consumer_id, next_snapshot))
 
-    def compact(self, table: str, partition: dict | None = None) -> dict:
-        return self.action(names.COMPACT, wa.CompactBody(table, partition))
+    def compact(self, table: str, partition: dict | None = None, partitions: list[dict] | None = None) -> dict:
+        """Paimon's compact: the whole table, or the `partitions` ({column: value} each; `partition`: one)."""
+        return self.action(names.COMPACT, wa.CompactBody(table, partition, partitions))
 
     def expire_snapshots(self, table: str, retain_max: int | None = None, retain_min: int | None = None,
-                         older_than=None) -> dict:
-        return self.action(names.EXPIRE_SNAPSHOTS, wa.ExpireSnapshotsBody(table, retain_max, retain_min, older_than))
+                         older_than=None, max_deletes: int | None = None) -> dict:
+        return self.action(names.EXPIRE_SNAPSHOTS, wa.ExpireSnapshotsBody(table, retain_max, retain_min, older_than,
+                                                                          max_deletes))
 
-    def remove_orphan_files(self, table: str, older_than=None) -> dict:
-        return self.action(names.REMOVE_ORPHAN_FILES, wa.RemoveOrphanFilesBody(table, older_than))
+    def remove_orphan_files(self, table: str, older_than=None, dry_run: bool = False) -> dict:
+        """Paimon's remove_orphan_files; `dry_run` lists what it would delete and deletes nothing."""
+        return self.action(names.REMOVE_ORPHAN_FILES, wa.RemoveOrphanFilesBody(table, older_than, dry_run or None))
 
     def create_tag(self, table: str, tag: str, snapshot: int | None = None,
                    time_retained: str | None = None) -> wa.TagCreated:

@@ -91,7 +91,7 @@ def test_cli_user_mistakes_are_one_line_that_says_what_to_do(server_process, tmp
         (["stats", "--uri", "grpc://127.0.0.1:1"], 1, "is `flight_cli serve` running there?"),
         (["tail", "push:t", "--consumer-id", "c", "--uri", server_process.uri], 2, "is for Paimon tables"),
         (["tail", "nodots", "--uri", server_process.uri], 2, "is neither push:NAME nor DB.TABLE"),
-        (["drop", "ghost", "--uri", server_process.uri], 2, "'ghost' is not registered"),
+        (["drop", "ghost", "--uri", server_process.uri], 3, "'ghost' is not registered"),  # 3: not found
         (["serve", "--port", server_process.uri.rsplit(":", 1)[1], "--warehouse", str(tmp_path / "never")], 2,
          "Address already in use; is another server running there?"),
     ]
@@ -146,8 +146,8 @@ def test_example_producers_and_push_commands_explain_mistakes_in_one_line(server
         out = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=child_env(), cwd=ROOT,
                              timeout=60)
         assert out.returncode == 1 and words in out.stderr and "Traceback" not in out.stderr, out.stderr
-    stats = cli("stats", "db.orders", "--uri", uri)
-    assert stats.returncode == 2 and "looks like a Paimon table" in stats.stderr
+    stats = cli("stats", "db.orders", "--uri", uri)  # a Paimon table's name: its stats, read from the table
+    assert stats.returncode == 3 and "Paimon table 'db.orders' does not exist" in stats.stderr, stats.stderr
 
 
 def test_a_counter_waiting_on_a_full_partition_says_so(server_process):
@@ -234,7 +234,7 @@ def test_drop_removes_a_paimon_table_so_create_can_make_it_again(server_process,
         sink.write(pa.table({"id": [3], "name": ["c"]}))
     assert Warehouse(warehouse).read("db.t").to_pylist() == [{"id": 3, "name": "c"}]
     missing = cli("drop", "paimon:db.gone", *uri)
-    assert missing.returncode == 2 and "Paimon table 'db.gone' does not exist" in missing.stderr, missing.stderr
+    assert missing.returncode == 3 and "Paimon table 'db.gone' does not exist" in missing.stderr, missing.stderr
 
 
 @pytest.mark.timeout(60)

@@ -105,11 +105,11 @@ def test_tag_mistakes_are_one_sentence_naming_what_there_is(client, server, paim
     with pytest.raises(pa.ArrowKeyError, match="has no tag 'nope' \\(its tags are: v1\\); nothing was deleted"):
         client.delete_tag(table, "v1,nope")
     assert client.find_snapshot(table, tag="v1").snapshot_id == 1
-    # The CLI: the same sentences, exit codes and no traceback.
+    # The CLI: the same sentences, exit codes (2 a mistake, 3 not found) and no traceback.
     for args, code, message in [
         (("create-tag", table, "v1"), 2, "already has tag 'v1'"),
-        (("create-tag", table, "v2", "--snapshot", "9"), 2, "has no snapshot 9 to tag"),
-        (("delete-tag", table, "nope"), 2, "has no tag 'nope'"),
+        (("create-tag", table, "v2", "--snapshot", "9"), 3, "has no snapshot 9 to tag"),  # 3: not found
+        (("delete-tag", table, "nope"), 3, "has no tag 'nope'"),
         (("create-tag", "push:orders", "v2"), 2, "name a Paimon table DB.TABLE"),
     ]:
         done = cli(server.uri, *args)

@@ -125,7 +125,7 @@ def cmd_serve(args) -> int:
     key = os.environ.get("FLIGHT_PAIMON_TICKET_KEY", "").encode() or None
     if args.maintenance_interval_ms < 1:
         raise CliError(f"--maintenance-interval-ms ({args.maintenance_interval_ms}) must be at least 1.")
-    if args.commit_interval_ms < 1 or args.commit_bytes < 1 or args.write_threads < 1:
+    if args.commit_interval_ms < 1 or args.commit_bytes < 1 or (args.write_threads or 1) < 1:
         raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}), --commit-bytes ({args.commit_bytes}) and "
                        f"--write-threads ({args.write_threads}) must be positive.")
     remote = "://" in args.warehouse  # an object store (s3://...): pypaimon's filesystem options apply
@@ -139,7 +139,7 @@ def cmd_serve(args) -> int:
         server = FlightPaimonServer(f"{scheme}://{args.host}:{args.port}", advertise=args.advertise,
                                     ticket_key=key, warehouse=args.warehouse, metrics=args.metrics_port is not None,
                                     commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes,
-                                    write_threads=args.write_threads,
+                                    **({} if args.write_threads is None else {"write_threads": args.write_threads}),
                                     maintenance_interval_ms=args.maintenance_interval_ms,
                                     warehouse_options=dict(args.warehouse_option or []), **secured, **limits(args))
     except pa.ArrowException as e:

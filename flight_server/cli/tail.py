@@ -5,7 +5,8 @@ appended, from the oldest batch still held or from now), so it never consumes, c
 anything, and a producer never waits for it. On a Paimon table it follows; with `--consumer-id`
 it commits the consumer's progress after printing, from the follow's `{"done": N}` marks: a
 crash repeats at most what was not committed and never skips. Ctrl-C, `--limit` and a closed
-pipe end it quietly with exit code 0.
+pipe end it quietly with exit code 0; so does `-e` (kcat's), once every row there was at the
+start has been printed.
 """
 
 from __future__ import annotations
@@ -19,43 +20,103 @@ import threading
 import pyarrow.flight as flight
 
 from flight_server.cli import CliError, targets
+from flight_server.cli.args import choice
+from flight_server.cli.connect import client as connect
+from flight_server.cli.parser import TAIL_STARTS
 from flight_server.wire import allocator, messages, names
 from flight_server.wire.requests import PaimonRequest, follow_start
 from flight_server.cli.output import Output
 from producers.client import Client, EndpointReader, FollowProgress, error_message, locations_of
 
 
-def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | None]:
-    """The endpoints to read, what each one's rows are labelled with, and the Paimon table (if any)."""
+def _push_plan(args, client: Client, name: str) -> tuple[flight.FlightInfo, list[dict], list[int | None]]:
+    if args.consumer_id:
+        raise CliError("--consumer-id is for Paimon tables (DB.TABLE); a viewer of a push table records nothing.")
+    if args.snapshot_id is not None or args.timestamp is not None:
+        raise CliError("--snapshot-id and --timestamp are for Paimon tables; a push table is viewed from --from "
+                       "earliest (the batches it still holds) or latest.")
+    start = choice(args.start or "latest", names.VIEW_STARTS, "--from")
+    info = client.view_info(name, start, args.partition)
+    partitions = [args.partition] if args.partition is not None else list(range(len(info.endpoints)))
+    ends: list[int | None] = [None] * len(partitions)  # caught up from the start: -e ends at once
+    if args.exit and start == "earliest":
+        held = client.stats(name)[names.PUSH][name]["partitions"]
+        ends = [held[str(p)]["next_seq"] - 1 if held[str(p)]["queued_batches"] else None for p in partitions]
+    return info, [{"_partition": p} for p in partitions], ends
+
+
+def _follow_start(args, client: Client, table: str) -> str:
+    """Paimon's scan.mode (and --snapshot-id, --timestamp) as a follow's `start`; `default` is
+    Paimon's: from-timestamp with a timestamp, from-snapshot with a snapshot id, else latest-full."""
+    if args.start and args.start.startswith("snapshot:"):  # the older spelling
+        return args.start
+    mode = choice(args.start or "default", TAIL_STARTS, "--from")
+    if mode == "default":
+        mode = ("from-timestamp" if args.timestamp is not None else
+                "from-snapshot" if args.snapshot_id is not None else "latest-full")
+    mode = "latest-full" if mode == "full" else mode
+    if mode.startswith("from-snapshot") and args.snapshot_id is None:
+        raise CliError(f"--from {mode} needs --snapshot-id N (the snapshot to start at).")
+    if args.snapshot_id is not None and not mode.startswith("from-snapshot"):
+        raise CliError(f"--snapshot-id goes with --from from-snapshot or from-snapshot-full, not {mode}.")
+    if (mode == "from-timestamp") != (args.timestamp is not None):
+        raise CliError("--from from-timestamp needs --timestamp TIME (epoch ms, '2026-11-24 12:00:00', or 1h: an "
+                       "hour ago)." if args.timestamp is None else f"--timestamp goes with --from from-timestamp, "
+                       f"not {mode}.")
+    if mode == "from-timestamp":
+        found = client.find_snapshot(table, timestamp_millis=_millis(args.timestamp))
+        # As Paimon's streaming from-timestamp: the snapshots committed at or after it, no full scan.
+        first = found.at_or_after
+        if first is None:
+            first = (client.latest_snapshot(table).snapshot_id or 0) + 1  # nothing since: the next one
+        return f"snapshot:{first}"
+    return follow_start(mode, args.snapshot_id)
+
+
+def _millis(value: int | str) -> int:
+    if isinstance(value, int):
+        return value
+    import datetime
+
+    try:
+        return int(datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        raise CliError(f"--timestamp {value!r} is not epoch ms, a time such as '2026-11-24 12:00:00' or "
+                       "'2026-11-24T12:00:00Z', or a duration ago such as 1h.") from None
+
+
+def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | None, list[int | None]]:
+    """The endpoints to read, what each one's rows are labelled with, the Paimon table (if any),
+    and for -e each endpoint's last mark to wait for (None: caught up already)."""
     kind, name = targets.parse(args.target, "target")
     if kind == names.PUSH:
-        if args.consumer_id:
-            raise CliError("--consumer-id is for Paimon tables (DB.TABLE); a viewer of a push table records nothing.")
-        if args.start not in names.VIEW_STARTS or args.snapshot_id is not None:
-            raise CliError(f"--from {args.start!r}: a push table is viewed from 'earliest' (the batches still "
-                           "held) or 'latest' (new ones only), without --snapshot-id.")
-        info = client.view_info(name, args.start, args.partition)
-        partitions = [args.partition] if args.partition is not None else list(range(len(info.endpoints)))
-        return info, [{"_partition": p} for p in partitions], None
-    table = name
+        info, labels, ends = _push_plan(args, client, name)
+        return info, labels, None, ends
     if args.partition is not None:
         raise CliError("--partition is for push tables; a Paimon follow reads every bucket.")
-    # Paimon's scan.mode names, as Spark's option takes them; `snapshot:N` is the older spelling.
-    start = args.start if args.start.startswith("snapshot:") else follow_start(args.start, args.snapshot_id)
-    cmd = PaimonRequest(table, follow=True, start=start, poll_interval_ms=args.poll_interval_ms,
-                        consumer_id=args.consumer_id or None).to_json()
+    cmd = PaimonRequest(name, follow=True, start=_follow_start(args, client, name),
+                        poll_interval_ms=args.poll_interval_ms, consumer_id=args.consumer_id or None).to_json()
     info = client.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)), options=client.options())
-    return info, [{} for _ in info.endpoints], table
+    # -e: the follow is caught up once every endpoint is done with the snapshot latest now (the
+    # plan pinned a start at or before it).
+    latest = (client.latest_snapshot(name).snapshot_id or 0) if args.exit else None
+    return info, [{} for _ in info.endpoints], name, [latest] * len(info.endpoints)
 
 
-def cmd_tail(args, client: Client) -> int:
+def cmd_tail(args) -> int:
     allocator.reuse_batch_buffers()
-    info, labels, table = _plan(args, client)
+    client = connect(args)
+    info, labels, table, ends = _plan(args, client)
     printer = Output(args.format, args.limit)
     if args.limit == 0:  # the plan checked the target; there is nothing to wait for
         printer.finish()
         return 0
     progress = FollowProgress(len(info.endpoints))
+    # -e: an endpoint is caught up once its mark reaches its end (a push view's seq, a follow's done)
+    caught_up = [not args.exit or (table is None and end is None) for end in ends]
+    if all(caught_up) and args.exit:
+        printer.finish()
+        return 0
     results: queue.Queue = queue.Queue(maxsize=8)
     done = object()
     readers = []
@@ -102,6 +163,11 @@ def cmd_tail(args, client: Client) -> int:
             nxt = progress.update(i, metadata)
             if nxt is not None and args.consumer_id:
                 client.consumer_commit(table, args.consumer_id, nxt)
+            if not caught_up[i]:
+                reached = mark.seq if table is None else mark.done
+                caught_up[i] = reached is not None and reached >= ends[i]
+                if all(caught_up):
+                    break
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a viewer ends
     except BrokenPipeError:

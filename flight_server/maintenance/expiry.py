@@ -63,8 +63,10 @@ def unsupported(opts: MaintenanceOptions) -> str | None:
 
 
 def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max: int | None = None,
-           retain_min: int | None = None, older_than_ms: int | None = None, covered_through=None) -> ExpireResult:
-    """Expire what `opts` (or the given overrides, as the `expire_snapshots` action passes them) allow.
+           retain_min: int | None = None, older_than_ms: int | None = None, covered_through=None,
+           max_deletes: int | None = None) -> ExpireResult:
+    """Expire what `opts` (or the given overrides, as the `expire_snapshots` action passes them) allow;
+    at most `max_deletes` snapshots (Paimon's argument; unset: snapshot.expire.limit).
     `covered_through()` records what the snapshots say beside them (the named producers' seqs,
     ingest/seqs.py) and returns the snapshot the record covers: nothing after it is expired."""
     reason = unsupported(opts)
@@ -87,7 +89,7 @@ def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max:
             f"{' (the table option snapshot.num-retained.min)' if given_max is not None else ''}; pass retain_min too.")
     older_than = now_ms - opts.time_retained_ms if older_than_ms is None else older_than_ms
     lowest = max(latest.id - retain_max + 1, earliest)  # below it: past num-retained.max, whatever its age
-    end = min(latest.id - retain_min + 1, earliest + opts.expire_limit)
+    end = min(latest.id - retain_min + 1, earliest + (opts.expire_limit if max_deletes is None else max_deletes))
     for sid in range(lowest, end):  # S expires once S + 1 is older than time-retained (Java's rule)
         nxt = store.snapshot(sid + 1)
         if nxt is not None and nxt.time_millis >= older_than:

@@ -135,12 +135,12 @@ class Maintainer:
         return self._step(name, lambda store, opts: self._compact(name, store, opts, partition, full=True))
 
     def expire_snapshots(self, name: str, retain_max: int | None = None, retain_min: int | None = None,
-                         older_than_ms: int | None = None) -> dict:
+                         older_than_ms: int | None = None, max_deletes: int | None = None) -> dict:
         return self._step(name, lambda store, opts: self._expire(name, store, opts, retain_max, retain_min,
-                                                                 older_than_ms))
+                                                                 older_than_ms, max_deletes))
 
-    def remove_orphan_files(self, name: str, older_than_ms: int | None = None) -> dict:
-        return self._step(name, lambda store, opts: self._orphans(name, store, older_than_ms))
+    def remove_orphan_files(self, name: str, older_than_ms: int | None = None, dry_run: bool = False) -> dict:
+        return self._step(name, lambda store, opts: self._orphans(name, store, older_than_ms, dry_run))
 
     def consumer_commit(self, name: str, consumer_id: str, next_snapshot: int) -> None:
         """Record a consumer's progress, never while this server expires the table: an expiry run
@@ -232,11 +232,12 @@ class Maintainer:
         return done.as_json()
 
     def _expire(self, name: str, store: TableStore, opts: MaintenanceOptions, retain_max=None, retain_min=None,
-                older_than_ms=None) -> dict:
+                older_than_ms=None, max_deletes=None) -> dict:
         state = self._state(name)
         with state.consumers:  # a consumer commit waits for the run (consumer_commit)
             done = expiry.expire(store, opts, int(self.clock() * 1000), retain_max, retain_min, older_than_ms,
-                                 covered_through=lambda: self._producers(name, store).checkpoint())
+                                 covered_through=lambda: self._producers(name, store).checkpoint(),
+                                 max_deletes=max_deletes)
         state.files_deleted += done.files_deleted
         if done.expired:
             state.expiries += 1
@@ -248,12 +249,12 @@ class Maintainer:
         committer = self._committers(name)
         return committer.producers if committer is not None and committer.is_open else ProducerSeqs(store.table)
 
-    def _orphans(self, name: str, store: TableStore, older_than_ms: int | None) -> dict:
+    def _orphans(self, name: str, store: TableStore, older_than_ms: int | None, dry_run: bool = False) -> dict:
         state = self._state(name)
         with self._cond:
             watched = dict(state.uncommitted)
         done = orphans.remove_orphan_files(store, int(self.clock() * 1000), older_than_ms,
-                                           frozenset(self._staged(name)))
+                                           frozenset(self._staged(name)), dry_run)
         state.files_deleted += done.deleted
         # A failed compaction's files are counted until gone: a pass deletes them once older than
         # its older_than (a day by default), or another server's pass did.

@@ -36,15 +36,21 @@ class OrphanResult:
     deleted: int = 0
     bytes: int = 0
     scanned: int = 0
+    would_delete: list[tuple[str, int]] | None = None  # a dry run's (path, size) of each file
 
     def as_json(self) -> dict:
-        return {"deleted": self.deleted, "bytes": self.bytes, "scanned": self.scanned}
+        out = {"deleted": self.deleted, "bytes": self.bytes, "scanned": self.scanned}
+        if self.would_delete is not None:
+            out.update(would_delete=[path for path, _ in self.would_delete],
+                       would_delete_bytes=sum(size for _, size in self.would_delete))
+        return out
 
 
 def remove_orphan_files(store: TableStore, now_ms: int, older_than_ms: int | None = None,
-                        in_use: frozenset[str] = frozenset()) -> OrphanResult:
+                        in_use: frozenset[str] = frozenset(), dry_run: bool = False) -> OrphanResult:
     """Delete the files nothing kept names, last written before `older_than_ms` (epoch ms); never one
-    of `in_use` (names of files this server's staged writes hold for a commit to come)."""
+    of `in_use` (names of files this server's staged writes hold for a commit to come). A `dry_run`
+    lists them (would_delete) and deletes nothing, as Paimon's dry_run."""
     older_than = now_ms - DEFAULT_OLDER_THAN_MS if older_than_ms is None else older_than_ms
     if older_than > now_ms - MIN_AGE_MS:
         raise InvalidRequest(
@@ -56,12 +62,14 @@ def remove_orphan_files(store: TableStore, now_ms: int, older_than_ms: int | Non
                 f"remove_orphan_files {store.name!r}: the table has {what} ({directory}/), whose files this server "
                 "does not follow; run Paimon's own remove_orphan_files procedure (Spark or Flink).")
     used = store.referenced_files() | in_use
-    result = OrphanResult()
+    result = OrphanResult(would_delete=[] if dry_run else None)
     for path, name, size, mtime_ms in store.list_files(candidate_dir):
         result.scanned += 1
         if name in used or mtime_ms >= older_than:
             continue
-        if store.delete(path):
+        if dry_run:
+            result.would_delete.append((path, size))
+        elif store.delete(path):
             result.deleted += 1
             result.bytes += size
     if result.deleted:

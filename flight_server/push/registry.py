@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -83,10 +84,11 @@ def _end_marker(value, name: str) -> str:
 
 
 def _check_name(name) -> str:
-    if not isinstance(name, str) or not name or "/" in name or len(name) > 200 or not is_utf8(name):
+    if (not isinstance(name, str) or not name or "/" in name or len(name) > 200 or not is_utf8(name)
+            or re.search(r"[\x00-\x1f\x7f]", name) or name != name.strip()):
         raise InvalidRequest(
             f"Push table name {name!r} is not valid; use a non-empty UTF-8 string of at most 200 "
-            "characters without '/'."
+            "printable characters (no control characters such as NUL or newline, no surrounding spaces) without '/'."
         )
     return name
 

@@ -97,7 +97,8 @@ class CommitBody(Body):
 
 @dataclass(frozen=True)
 class StatsBody(Body):
-    name: object = None
+    name: object = None  # a push table
+    table: object = None  # or a Paimon table DB.TABLE: what it holds, read from the table
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ class CompactBody(Body):
     STRICT: ClassVar[bool] = True
     table: str
     partition: object = None  # {"col": "value"}
+    partitions: object = None  # [{"col": "value"}, ...]: Paimon's 'partitions' ('col=v1;col=v2')
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,7 @@ class ExpireSnapshotsBody(Body):
     retain_max: object = None
     retain_min: object = None
     older_than: object = None  # epoch ms, or a timestamp as Paimon's procedures take it
+    max_deletes: object = None  # expire at most this many snapshots (Paimon's max_deletes)
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,7 @@ class RemoveOrphanFilesBody(Body):
     STRICT: ClassVar[bool] = True
     table: str
     older_than: object = None
+    dry_run: object = None  # true: list what would be deleted, delete nothing (Paimon's dry_run)
 
 
 @dataclass(frozen=True)
@@ -328,14 +332,18 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "and snapshots (its durable writes on this server fail, its reads end NOT_FOUND).",
            '`{"name"}` (a push table) or `{"table"}` (a Paimon table: its data and snapshots are deleted; this '
            "server's durable writes into it fail, reads of it end NOT_FOUND)", "`{}`"),
-    Action(names.STATS, StatsBody, dict, READ, ("name",),
+    Action(names.STATS, StatsBody, dict, READ, ("name", names.TABLE),
            "Per push table and partition: state, reader mode (drain or replay), writer streams, queued batches "
            "and bytes, rows in and out; per Paimon table written through this server (\"paimon_writes\"): "
-           "queued and in-commit batches, named producers writing, commits; its maintenance.",
-           '`{"name"?}`',
+           "queued and in-commit batches, named producers writing, commits; its maintenance. With \"table\": "
+           "that Paimon table as read from the table (any table of the warehouse; the same after a restart).",
+           '`{"name"?}` (a push table; unset: all) or `{"table"}` (a Paimon table)',
            '`{"push": {NAME: {"schema", "capacity", "capacity_bytes", "end_marker", "idle_timeout_s", '
            '"partitions": {"P": {...}}}}, "paimon_writes": {"DB.TABLE": {...}}, "maintenance": {"DB.TABLE": {...}}, '
-           '"staged": {"DB.TABLE": {"STAGE": {"attempts", "rows"}}}}`'),
+           '"staged": {"DB.TABLE": {"STAGE": {"attempts", "rows"}}}}`; with "table" also `"paimon": {"DB.TABLE": '
+           '{"snapshots", "earliest_snapshot", "latest_snapshot", "latest_commit_ms", "latest_commit_kind", '
+           '"records", "data_files", "data_bytes", "partitions", "buckets", "tags": {TAG: N}, "consumers": '
+           '{ID: NEXT}, ...}}`'),
     Action(names.LATEST_SNAPSHOT, TableBody, Snapshots, READ, (names.TABLE,),
            "The latest and earliest snapshot ids of a Paimon table, null when it has none.",
            '`{"table"}`', '`{"snapshot_id": N or null, "earliest_snapshot_id": E or null}`'),
@@ -363,26 +371,29 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            '`{"at_or_before": N or null, "at_or_after": M or null}` (the last snapshot committed at or before '
            'the time, the first at or after it), or `{"snapshot_id": N}` of the tag'),
     Action(names.COMPACT, CompactBody, dict, ADMIN, (names.TABLE,),
-           "Rewrite a Paimon table's small files now, as COMPACT snapshots that add no rows (Paimon's compact "
-           "procedure).",
-           '`{"table", "partition"?: {"col": "value"}}` (admin)',
-           '`{"snapshots": [N, ...], "files_in", "files_out", "bytes_in"}`: every small file of each bucket '
-           "rewritten into one, one COMPACT snapshot per bucket (append tables)"),
+           "Compact a Paimon table now, as COMPACT snapshots that add no rows (Paimon's compact procedure): an "
+           "append table's small files, a primary-key table's sorted runs merged.",
+           '`{"table", "partitions"?: [{"col": "value"}, ...], "partition"?: {"col": "value"}}` (admin; an '
+           "unknown partition column is refused)",
+           '`{"snapshots": [N, ...], "files_in", "files_out", "bytes_in", "upgraded"}`: every small file of each '
+           "bucket rewritten into one (append tables) or its runs merged (primary keys), one COMPACT snapshot per "
+           "bucket"),
     Action(names.EXPIRE_SNAPSHOTS, ExpireSnapshotsBody, dict, ADMIN, (names.TABLE,),
            "Expire a Paimon table's old snapshots now and delete the files no kept snapshot, tag or consumer "
            "needs (Paimon's expire_snapshots procedure); the table's snapshot.* options by default.",
-           '`{"table", "retain_max"?, "retain_min"?, "older_than"?}` (admin; the table\'s `snapshot.*` options '
-           "by default; `older_than`: epoch ms, or a timestamp as Paimon's procedures take it, "
+           '`{"table", "retain_max"?, "retain_min"?, "older_than"?, "max_deletes"?}` (admin; the table\'s '
+           "`snapshot.*` options by default, `max_deletes` its snapshot.expire.limit; `older_than`: epoch ms, or a "
+           "timestamp as Paimon's procedures take it, "
            '`"2026-11-24 12:00:00"` in the server\'s local time or ISO 8601 with an offset)',
            '`{"expired", "first_kept", "files_deleted", "consumers_removed"}`'),
     Action(names.REMOVE_ORPHAN_FILES, RemoveOrphanFilesBody, dict, ADMIN, (names.TABLE,),
            "Delete a Paimon table's files that no kept snapshot, tag or changelog names and that were last "
            "written before older_than (default a day ago; at least 10 minutes ago), as Paimon's "
            "remove_orphan_files.",
-           '`{"table", "older_than"?}` (admin; as for `expire_snapshots`; default a day ago, at least 10 '
-           "minutes ago)",
+           '`{"table", "older_than"?, "dry_run"?}` (admin; as for `expire_snapshots`; default a day ago, at '
+           "least 10 minutes ago; `dry_run`: delete nothing)",
            '`{"deleted", "bytes", "scanned"}`: files no kept snapshot, tag or changelog names, last written '
-           "before then"),
+           'before then; with dry_run also `"would_delete": [PATH, ...], "would_delete_bytes"` (deleted 0)'),
     Action(names.COMMIT_STAGED, CommitStagedBody, StagedCommit, WRITE, (names.TABLE,),
            "Commit the files a job's attempts staged (do_put with {\"write\", \"stage\", \"attempt\"}) as one "
            "snapshot; the stage's other attempts are discarded. With producer and seq it is exactly-once.",

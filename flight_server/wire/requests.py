@@ -31,6 +31,7 @@ _KEYS = names.PAIMON_KEYS
 _FOLLOW_ONLY = (names.START, names.CONSUMER_ID, names.POLL_INTERVAL_MS)
 _CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
+MAX_NAME_BYTES = 200  # a database's directory is NAME.db, a table's NAME: under a file system's 255 bytes
 _PIN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
@@ -195,6 +196,9 @@ def table_name(value, what: str = "'table'") -> str:
     if _UNPRINTABLE.search(value) or value != value.strip():
         raise InvalidRequest(f"Paimon table name {value!r} in {what} has a control character or surrounding "
                              "spaces; use printable characters, e.g. 'db.orders'.")
+    if any(len(part.encode()) > MAX_NAME_BYTES for part in value.split(".")):
+        raise InvalidRequest(f"Paimon table name {value[:40]!r}... in {what} is too long: the database and the "
+                             f"table are directory names, at most {MAX_NAME_BYTES} bytes each in UTF-8.")
     return value
 
 

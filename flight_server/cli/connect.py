@@ -1,0 +1,18 @@
+"""The client a flight_cli command talks through, from its --uri, --token and TLS flags."""
+
+from __future__ import annotations
+
+import os
+
+from flight_server.cli import CliError
+from flight_server.cli.args import check_uri
+from producers.client import Client
+
+
+def client(args) -> Client:
+    token = args.token if args.token is not None else os.environ.get("FLIGHT_PAIMON_TOKEN") or None
+    try:
+        return Client(check_uri(args.uri), timeout=args.timeout, token=token, tls_root_certs=args.tls_root_certs,
+                      cert_chain=args.tls_cert_chain, private_key=args.tls_private_key)
+    except ValueError as e:
+        raise CliError(str(e)) from None

@@ -1,0 +1,55 @@
+"""`flight_cli serve`'s flags (argparse only: building the parser imports no server code)."""
+
+from __future__ import annotations
+
+from flight_server.cli import args as a
+from flight_server.limits import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_STREAMS, DEFAULT_MAX_TABLES  # no server imports
+
+
+def add_serve_arguments(p) -> None:
+    p.add_argument("--warehouse", default="./warehouse", type=a.warehouse,
+                   help="Paimon warehouse: a directory (created when missing), or an object store URI such as "
+                        "s3://bucket/path")
+    p.add_argument("--warehouse-option", action="append", type=a.option, metavar="KEY=VALUE",
+                   help="a pypaimon catalog/filesystem option (repeatable), e.g. s3.endpoint=http://HOST:9000, "
+                        "s3.region, s3.access-key, s3.secret-key, s3.path-style-access=true")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8815, help="port to listen on; 0 picks a free port")
+    p.add_argument("--advertise", action="append", help="URI put in FlightInfo endpoints (repeatable; default: the listen URI)")
+    p.add_argument("--shutdown-timeout", type=float, default=5.0,
+                   help="seconds SIGTERM/SIGINT wait for calls to end before the process exits anyway")
+    p.add_argument("--metrics-port", type=int,
+                   help="serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one; unset: off); "
+                        "with --auth, /metrics needs the bearer token of a principal with 'admin' on \"*\"")
+    p.add_argument("--metrics-host", default="127.0.0.1",
+                   help="address the metrics port listens on (another than loopback needs --auth or --insecure, "
+                        "as --host does)")
+    p.add_argument("--commit-interval-ms", type=int, default=100,
+                   help="durable writes: commit the batches of a Paimon table's producers at most this often")
+    p.add_argument("--commit-bytes", type=a.size, default="64MiB",
+                   help="durable writes: commit sooner once this many bytes are written, e.g. 16MiB (sizes as "
+                        "Paimon writes them: 16mb = 16m = 16MiB); producers wait while a quarter of it (4-16 MiB) "
+                        "waits for a writer thread")
+    p.add_argument("--write-threads", type=int,
+                   help="durable writes: threads that encode an append table's (bucket -1) batches in parallel "
+                        "(unset: half the CPU count, 1 to 8); a table with primary keys or fixed buckets takes one")
+    p.add_argument("--maintenance-interval-ms", type=int, default=1000,
+                   help="compact and expire a Paimon table this server writes at most this often after its commits "
+                        "(docs/protocol.md, \"Table maintenance\")")
+    s = p.add_argument_group("security (docs/protocol.md, \"Security\")")
+    s.add_argument("--tls-cert", help="PEM certificate chain: serve grpc+tls:// (with --tls-key)")
+    s.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    s.add_argument("--tls-client-ca", help="PEM CA: demand client certificates it signed (mTLS)")
+    s.add_argument("--auth", help="JSON file of principals, sha256 of their bearer tokens, and grants per table pattern")
+    s.add_argument("--insecure", action="store_true",
+                   help="serve a non-loopback --host or --metrics-host without --auth (anyone who reaches the "
+                        "port may do anything)")
+    s = p.add_argument_group("limits")
+    s.add_argument("--max-memory", type=a.size,
+                   help="bytes all push tables may hold, e.g. 2GiB (= 2gb: Paimon's sizes, 1024-based): register "
+                        "reserves partitions x capacity_bytes (default capacity_bytes 64 MiB) and is refused past "
+                        "it (unset: no byte bound)")
+    s.add_argument("--max-streams", type=int, default=DEFAULT_MAX_STREAMS, help="do_get/do_put streams open at once")
+    s.add_argument("--max-tables", type=int, default=DEFAULT_MAX_TABLES, help="push tables registered at once")
+    s.add_argument("--max-partitions", type=int, default=DEFAULT_MAX_PARTITIONS,
+                   help="partitions of all push tables together")
