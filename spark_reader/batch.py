@@ -7,7 +7,9 @@ reader holds may depend on one query: a partition is a slot (k of K), and each t
 when it runs, so every action reads the table as it is then. The tasks of one action agree on the
 snapshot through a pin (this planning's token and the action's SQL execution id): the server reads
 a pin's first plan at the latest snapshot and every later plan of that pin at the same one.
-Filters are not pushed to the server: Spark applies them (a pushed filter would outlive its query).
+Filters Spark pushes (spark.sql.python.filterPushdown.enabled) go to the server as pruning hints
+that Spark still applies; a planning's filters would outlive its query, so the server prunes only
+the reads it can tell are that query's (flight_server/paimon/guard.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from flight_server.wire.requests import PaimonRequest
 from spark_reader.flight_io import (
     EndpointPartition, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
 )
+from spark_reader import pushdown
 from spark_reader.options import Options
 
 
@@ -50,37 +53,47 @@ class Slot(InputPartition):
         self.index, self.count, self.token, self.label = index, count, token, label
 
 
-def action_pin(token: str) -> str:
-    """This planning's token and the running action: the same for every task (and retry) of one
-    action, new for the next action on the same DataFrame."""
+def running_action() -> str:
+    """The running action: the same for every task (and retry) of one action, new for the next
+    action on the same DataFrame."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    if context is None:  # outside a Spark task (a direct call): one pin per call
-        return f"{token}:{secrets.token_hex(4)}"
+    if context is None:  # outside a Spark task (a direct call): one action per call
+        return secrets.token_hex(4)
     execution = context.getLocalProperty("spark.sql.execution.id")
-    return f"{token}:{execution if execution is not None else f'stage-{context.stageId()}'}"
+    return execution if execution is not None else f"stage-{context.stageId()}"
 
 
 class BatchReader(DataSourceReader):
     """A Paimon table (slots over its endpoints, one per bucket or split group) or a push table's
     partitions (slot k is partition k, from its first uncommitted batch)."""
 
-    def __init__(self, opts: Options, schema: StructType):
+    def __init__(self, opts: Options, schema: StructType, relation: str = "direct"):
         self.opts = opts
         self.schema = arrow_schema(schema)
+        self.spark_schema = schema
+        self.relation = relation  # the DataFrame's load(): FlightPaimonDataSource.relation
+        self.filter: tuple[tuple, ...] = ()
+
+    def _push(self, filters):
+        if self.opts.table and not self.opts.changelog:  # a changelog's -U/-D rows are left to Spark
+            self.filter = pushdown.conditions(filters, self.spark_schema)
+        return filters  # Spark applies every filter: the server's pruning only has to be a superset
+
+    pushFilters = pushdown.hint(_push)
 
     def partitions(self) -> list[Slot]:
         # Planned now only to size the read (and refuse a bad one on the driver); each task plans again.
+        token = secrets.token_hex(8)
         client = connect(self.opts)
         try:
             if self.opts.table:
-                count = len(paimon_info(client, self.opts, paimon_command(self.opts)).endpoints)
+                count = len(paimon_info(client, self.opts, self._request(token, None)).endpoints)
             else:
                 count = len(call(self.opts, "lookup", client.info, self.opts.push).endpoints)
         finally:
             client.close()
-        token = secrets.token_hex(8)
         count = max(count, 1)
         return [Slot(k, count, token, f"{self.opts.target} slot {k} of {count}") for k in range(count)]
 
@@ -92,14 +105,23 @@ class BatchReader(DataSourceReader):
         client = connect(self.opts)
         try:
             if self.opts.table:
-                request = paimon_command(self.opts)
-                if request.snapshot is None and request.from_snapshot is None:
-                    request = replace(request, pin=action_pin(slot.token))
-                parts = partitions_of(paimon_info(client, self.opts, request), self.opts)
+                parts = partitions_of(paimon_info(client, self.opts, self._request(slot.token, running_action())),
+                                      self.opts)
                 return parts[slot.index::slot.count]
             return self._push_partition(client, slot.index)
         finally:
             client.close()
+
+    def _request(self, token: str, action: str | None) -> PaimonRequest:
+        """The planner's sizing plan (`action` None: registers this planning's filter) or a task's
+        plan for `action`, pinned to its snapshot, pruned by the filter if the server allows."""
+        request = paimon_command(self.opts)
+        if action is not None and request.snapshot is None and request.from_snapshot is None:
+            request = replace(request, pin=f"{token}:{action}")
+        if self.filter:
+            guard = f"{self.relation}:{token}" + (f":{action}" if action is not None else "")
+            request = replace(request, filter=self.filter, filter_guard=guard)
+        return request
 
     def _push_partition(self, client, p: int) -> list[EndpointPartition]:
         """Partition p from its first uncommitted batch to EOF, committing nothing: a retried or

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import replace
 
 import pyarrow as pa
@@ -24,6 +25,12 @@ from spark_reader.push_writer import PushStreamWriter, PushWriter
 class FlightPaimonDataSource(DataSource):
     """Reads Paimon and push tables served by flight-paimon; writes into both (Paimon: durable,
     exactly-once per task, batch and streaming)."""
+
+    def __init__(self, options):
+        super().__init__(options)
+        # One per load(): PySpark pickles this object once per DataFrame and ships it to each
+        # planning, so the server can tell plannings of one DataFrame from another's (guard.py).
+        self.relation = secrets.token_hex(8)
 
     @classmethod
     def name(cls) -> str:
@@ -60,7 +67,7 @@ class FlightPaimonDataSource(DataSource):
         if self.opts.consumer_id:
             raise OptionError("Option 'consumer-id' is for streams (readStream); a batch read records no progress.")
         self._check_given(schema)
-        return BatchReader(positions.for_batch(self.opts), schema)
+        return BatchReader(positions.for_batch(self.opts), schema, self.__dict__.get("relation", "direct"))
 
     def _check_given(self, schema: StructType) -> None:
         """A schema the user gave (Spark asks `schema()` only when there is none) must match the source's."""

@@ -18,6 +18,7 @@ import structlog
 
 from flight_server.paimon import compat, create
 from flight_server.paimon import follow
+from flight_server.paimon.guard import FilterGuard
 from flight_server.paimon.pins import SnapshotPins
 from flight_server.paimon.scope import Scope, bucket_set, pick, ticket_buckets
 from flight_server.source import Items, ReadPlan
@@ -58,6 +59,7 @@ class PaimonSource:
         self.stopping = threading.Event()
         self._follows: set[follow.Position] = set()  # open follow streams: a gone client must end its own
         self._pins = SnapshotPins()
+        self._guard = FilterGuard()
 
     def catalog(self):
         with self._lock:
@@ -200,6 +202,9 @@ class PaimonSource:
         return Scope(self.table(req.table), req).schema
 
     def plan(self, req: PaimonRequest) -> ReadPlan:
+        if req.filter_guard is not None:  # a Spark read's filter may be a later action's (guard.py)
+            keep = self._guard.allows(req.table, req.filter_guard)
+            req = replace(req, filter=req.filter if keep else (), filter_guard=None)
         scope = Scope(self.table(req.table), req)
         buckets = compat.fixed_buckets(scope.table)
         if req.buckets is not None and buckets is not None and req.buckets[-1] >= buckets:

@@ -21,9 +21,10 @@ TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapsho
 FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS = "follow", "start", "consumer_id", "poll_interval_ms"
 COLUMNS, FILTER, BUCKETS, CHANGELOG = "columns", "filter", "buckets", "changelog"
 PIN = "pin"  # plans with the same pin read the snapshot the first one read (a Spark action's tasks)
+FILTER_GUARD = "filter_guard"  # "R:P" registers planning P of Spark relation R; "R:P:E" a read of it by action E
 ROW_KIND = "_row_kind"  # the leading column of a changelog read (+I, -U, +U, -D)
 PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS,
-               COLUMNS, FILTER, BUCKETS, CHANGELOG, PIN)
+               COLUMNS, FILTER, BUCKETS, CHANGELOG, PIN, FILTER_GUARD)
 
 # A Paimon read's mode (PaimonRequest.mode): a snapshot, the deltas between two, or a follow.
 SNAPSHOT_READ, DELTA_READ, FOLLOW_READ = "snapshot", "delta", "follow"

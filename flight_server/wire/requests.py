@@ -33,6 +33,7 @@ _CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 MAX_NAME_BYTES = 200  # a database's directory is NAME.db, a table's NAME: under a file system's 255 bytes
 _PIN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_GUARD = re.compile(r"^[A-Za-z0-9_.-]{1,64}:[A-Za-z0-9_.-]{1,64}(:[A-Za-z0-9_.-]{1,64})?$")
 
 
 class PushSubject:
@@ -83,6 +84,7 @@ class PaimonRequest(PaimonSubject):
     buckets: tuple[int, ...] | None = None
     changelog: bool = False
     pin: str | None = None
+    filter_guard: str | None = None
 
     @property
     def mode(self) -> str:
@@ -347,6 +349,13 @@ def parse_command(cmd: dict) -> PaimonRequest:
     if pin is not None and (follow or snapshot is not None or from_s is not None):
         raise InvalidRequest(f"Paimon read of {table!r}: 'pin' applies only to a read of the latest snapshot "
                              "(no 'snapshot', 'from_snapshot' or 'follow').")
+    guard = cmd.get(names.FILTER_GUARD)
+    if guard is not None and (not isinstance(guard, str) or not _GUARD.match(guard)):
+        raise InvalidRequest(
+            f"Paimon read of {table!r}: 'filter_guard' {guard!r} must be RELATION:PLANNING or "
+            "RELATION:PLANNING:EXECUTION, each 1-64 characters of letters, digits, '_', '.', '-'.")
+    if guard is not None and follow:
+        raise InvalidRequest(f"Paimon read of {table!r}: 'filter_guard' applies to snapshot and delta reads, not to a follow.")
     buckets = cmd.get("buckets")
     if buckets is not None and (not isinstance(buckets, list) or not buckets or not all(
             is_int(b, minimum=0) for b in buckets)):
@@ -356,5 +365,5 @@ def parse_command(cmd: dict) -> PaimonRequest:
         start=start, consumer_id=consumer_id, poll_interval_ms=poll or DEFAULT_POLL_MS,
         columns=_str_list(cmd, "columns", table), filter=_filter(cmd.get("filter", []), table),
         buckets=None if buckets is None else tuple(sorted(set(buckets))), changelog=cmd.get("changelog", False),
-        pin=pin,
+        pin=pin, filter_guard=guard,
     )
