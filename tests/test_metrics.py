@@ -214,6 +214,9 @@ def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(ware
         assert got[("flight_paimon_table_data_bytes", label)] == state["data_bytes"] > 0
         assert got[("flight_paimon_maintenance_compactions_total", label)] == state["compactions"] > 0
         assert got[("flight_paimon_maintenance_files_deleted_total", label)] == state["files_deleted"] > 0
+        assert got[("flight_paimon_maintenance_ingested_bytes_total", label)] == state["ingested_bytes"] > 0
+        assert got[("flight_paimon_maintenance_write_amplification", label)] == state["write_amplification"] == \
+            round(state["compacted_bytes"] / state["ingested_bytes"], 3) > 0
         assert got[("flight_paimon_maintenance_last_seconds", (("step", "expiry"), ("table", "db.e")))] > 0
         client.close()
 

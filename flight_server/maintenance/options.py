@@ -9,9 +9,9 @@ where that matters the server's defaults differ, and docs/protocol.md says why:
 - `consumer.expiration-time` 1 d (Paimon: never): a consumer that stopped reading would keep
   every later snapshot, and so every file, forever.
 Compaction keeps Paimon's `compaction.min.file-num` (5), `compaction.max.file-num` (50) and
-`target-file-size`: tiny files (below target / 16) merge as Paimon's universal compaction picks
-runs (`compaction.size-ratio`), larger ones once, when they add up to the target (compaction.pick),
-so each byte is rewritten a few times, not once per compaction. Primary-key tables keep Paimon's
+`target-file-size`: tiny files (below target / 16) merge by size tiers 16x apart, larger ones once,
+when they add up to the target (compaction.pick), so each byte is rewritten a few times, not once
+per compaction. Primary-key tables keep Paimon's
 merge-tree options and defaults:
 `num-sorted-run.compaction-trigger` (5), `num-levels` (trigger + 1),
 `compaction.max-size-amplification-percent` (200), `compaction.small-file-ratio` (0.7).
