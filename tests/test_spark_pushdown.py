@@ -145,3 +145,15 @@ def test_primary_key_filter_never_resurrects_an_old_version(fp, server, paimon):
         gone = df.filter("region = 'gone'").count()
     assert eu == [i for i in range(10, 100) if i % 3 == 0]
     assert gone == 10
+
+
+@pytest.mark.timeout(240)
+def test_small_unaware_bucket_table_spreads_over_the_stage(fp, server, paimon):
+    """A bucket -1 table's small files were packed into one split: one Spark partition."""
+    table = paimon.create("small", buckets=-1)
+    for k in range(4):
+        paimon.commit(table, rows(k * 500, 500))
+    df = load(fp, server.uri, table)
+    assert df.rdd.getNumPartitions() == 4 >= fp.sparkContext.defaultParallelism
+    assert sorted(r.id for r in df.select("id").collect()) == list(range(2000))
+    assert df.filter("id >= 1990").count() == 10

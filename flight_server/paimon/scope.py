@@ -54,7 +54,7 @@ class Scope:
         """Splits of a full scan pinned at `snapshot_id`, in a stable order."""
         if snapshot_id is None:
             return []
-        pinned = self.table.copy({"scan.snapshot-id": str(snapshot_id)})
+        pinned = self.table.copy({"scan.snapshot-id": str(snapshot_id), **_split_options(self.table)})
         builder = pinned.new_read_builder()
         if self.predicate is not None:
             builder = builder.with_filter(self.predicate)
@@ -105,6 +105,14 @@ class Scope:
         if snap is None:
             raise NotFound(_missing_snapshot(self.name, snapshot_id, sm), table=self.name, snapshot=snapshot_id)
         return snap
+
+
+def _split_options(table) -> dict:
+    """An append table without fixed buckets: one split per data file (pypaimon packs small files
+    into 128 MiB splits), so its endpoints (split groups) spread even a small table over a stage."""
+    if table.primary_keys or compat.fixed_buckets(table) is not None:
+        return {}
+    return {"source.split.target-size": "1kb"}
 
 
 def _missing_file(e: Exception) -> bool:
