@@ -17,6 +17,10 @@ Connect; push-to-foreachBatch latency.
    and 200 ms: p50/p99. Producer and foreachBatch run in this process, so one clock times both
    ends. Beside it, rounds alternating, the same query over a Python streaming source with no
    logic at all (scripts/clock_source.py): what Spark's micro-batches cost alone.
+4. Selective reads (scripts/bench_selective.py): a one-partition query of a 10-partition table,
+   sum(x) and a full scan, each against spark.read.parquet of the same files, and the bytes the
+   server sent for the one-partition query against the full scan's.
+`--only scan,connect,latency,selective` runs some of them (all by default).
 The server runs as a separate `flight_cli serve` process, as it does in production.
 """
 
@@ -43,6 +47,7 @@ from tests.process import ServerProcess  # noqa: E402
 
 from producers import Client  # noqa: E402
 from tests.paimon_tables import commit_arrow  # noqa: E402
+from scripts.bench_selective import bench_selective, free_port  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
 # Small split targets make each data file its own split, so a bucket=-1 table plans one
@@ -51,8 +56,8 @@ TABLE_OPTIONS = {"bucket": "-1", "source.split.target-size": "8mb"}
 QUERY = "SELECT region, count(*) AS n, sum(amount) AS total, max(id) AS top, min(name) AS first FROM t GROUP BY region"
 
 
-def start_server(warehouse: str) -> tuple[subprocess.Popen, str]:
-    server = ServerProcess(warehouse, stderr=subprocess.DEVNULL)
+def start_server(warehouse: str, metrics_port: int) -> tuple[subprocess.Popen, str]:
+    server = ServerProcess(warehouse, "--metrics-port", str(metrics_port), stderr=subprocess.DEVNULL)
     return server.proc, server.uri
 
 
@@ -225,8 +230,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--latency-s", type=float, default=20.0)
     parser.add_argument("--latency-rounds", type=int, default=2, help="rounds per trigger, alternating sources")
+    parser.add_argument("--selective-rows", type=int, default=2_000_000)
+    parser.add_argument("--only", default="scan,connect,latency,selective", help="sections to run, comma-separated")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
+    only = set(args.only.split(","))
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
@@ -241,16 +249,24 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
-        proc, uri = start_server(f"{tmp}/warehouse")
+        metrics_port = free_port()
+        proc, uri = start_server(f"{tmp}/warehouse", metrics_port)
+        results = {}
         try:
-            results = {"scan": bench_scan(spark, uri, f"{tmp}/warehouse", args.rows, args.runs)}
-            print(json.dumps(results["scan"]), flush=True)
-            with connect_session(spark) as connect:
-                results["connect"] = bench_connect(spark, connect, uri, "bench.orders", args.runs)
-            print(json.dumps(results["connect"]), flush=True)
+            if "selective" in only:
+                results["selective"] = bench_selective(spark, uri, f"http://127.0.0.1:{metrics_port}/metrics",
+                                                       f"{tmp}/warehouse", args.selective_rows, args.runs)
+                print(json.dumps(results["selective"]), flush=True)
+            if only & {"scan", "connect"}:
+                results["scan"] = bench_scan(spark, uri, f"{tmp}/warehouse", args.rows, args.runs)
+                print(json.dumps(results["scan"]), flush=True)
+            if "connect" in only:
+                with connect_session(spark) as connect:
+                    results["connect"] = bench_connect(spark, connect, uri, "bench.orders", args.runs)
+                print(json.dumps(results["connect"]), flush=True)
             # rounds alternate between the push source and the no-logic clock source
             results["latency"], results["latency_baseline"] = [], []
-            for ms in (0, 200):
+            for ms in ((0, 200) if "latency" in only else ()):
                 for r in range(args.latency_rounds):
                     results["latency"].append(bench_latency(spark, uri, args.latency_s, f"{tmp}/l{ms}-{r}", ms))
                     results["latency_baseline"].append(bench_latency_baseline(spark, args.latency_s,
