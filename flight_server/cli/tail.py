@@ -112,8 +112,9 @@ def cmd_tail(args) -> int:
         printer.finish()
         return 0
     progress = FollowProgress(len(info.endpoints))
-    # -e: an endpoint is caught up once its mark reaches its end (a push view's seq, a follow's done)
-    caught_up = [not args.exit or (table is None and end is None) for end in ends]
+    # -e: an endpoint is caught up once its mark reaches its end (a push view's seq, a follow's
+    # done); a partition that held nothing, or a table with no snapshot, at once
+    caught_up = [not args.exit or (end is None if table is None else end == 0) for end in ends]
     if all(caught_up) and args.exit:
         printer.finish()
         return 0

@@ -115,7 +115,7 @@ class _Reader:
     def element(self, close: str) -> pa.Field:
         """`list<item: T>` (pyarrow's), or `list<T>`: a named element only when a ':' follows a word."""
         self.skip()
-        if re.compile(r"(`[^`]*`|[^<>\[\](),:`]+):").match(self.text, self.pos):
+        if re.compile(r"\s*(`(?:[^`]|``)*`|[^<>\[\](),:`]+):").match(self.text, self.pos):
             return self.field(close)
         return pa.field("item", self.type(), nullable=not (self.take("!") or self.take("not null")))
 
