@@ -98,3 +98,31 @@ def test_reused_connect_dataframe_is_exact_across_filters_and_commits(connect, s
     paimon.commit(table, rows(1000, 200))
     assert df.count() == 1200, "a reused DataFrame read the snapshot of its first action"
     assert df.filter("id >= 1100").count() == 100
+
+
+@pytest.mark.timeout(300)
+def test_reused_connect_dataframe_is_exact_with_pushdown(connect, warehouse):
+    """As classic Spark (tests/test_spark_pushdown.py): through Connect, only the action a filtered
+    planning was made for prunes, and later actions on the DataFrame read everything."""
+    from tests.conftest import RunningServer
+    from tests.test_spark_pushdown import moved, pushdown
+
+    server = RunningServer(warehouse, metrics=True)
+    try:
+        paimon = Warehouse(warehouse)
+        table = paimon.create("pushed", buckets=2)
+        paimon.commit(table, rows(0, 2000))
+        with pushdown(connect):
+            df = connect.read.format("flight-paimon").option("uri", server.uri).option("table", table).load()
+            full, full_bytes = moved(server, table, df.count)
+            count, pruned = moved(server, table, lambda: df.filter("id >= 1990").count())
+            after, again = moved(server, table, df.count)
+            low, high = df.filter("id < 10").select("id"), df.filter("id >= 1990").select("id")
+            assert low.union(high).count() == 20
+            paimon.commit(table, rows(2000, 100))
+            assert df.count() == 2100 and df.filter("id >= 2090").count() == 10
+        assert (full, count, after) == (2000, 10, 2000)
+        assert pruned <= full_bytes / 10, "the filtered action was not pruned"
+        assert again == full_bytes
+    finally:
+        server.stop()
