@@ -1,4 +1,4 @@
-"""tail's output layer: strict JSON lines, or an aligned table that streams batch by batch (rich)."""
+"""tail's output layer: strict JSON lines, or an aligned table that streams batch by batch."""
 
 from __future__ import annotations
 
@@ -7,17 +7,13 @@ import datetime
 import decimal
 import json
 import math
+import os
+import shutil
 import sys
 import time
 
 import pyarrow as pa
-from rich import box
-from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
-from flight_server.cli.logs import no_color
+from rich.cells import cell_len, set_cell_size
 
 
 def json_value(value):
@@ -72,44 +68,69 @@ def _type_width(t: pa.DataType | None) -> int:
     return 16  # strings, bytes, nested: room for values a little longer than the first batch's
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        # rich exits with code 1; a closed pipe is how `tail | head` ends, so tail's own handler
-        # ends it quietly with 0.
-        raise BrokenPipeError
-
-
 class _Table:
-    """An aligned table that streams: the column widths are fixed when the header is printed (the
-    first batch's cells, and at least what the column's type usually needs), so every later row
-    lines up under the header; a wider cell is cut with an ellipsis, as is any cell wider than
-    MAX_WIDTH. Fitted to the terminal's width; rich measures unicode cells."""
+    """An aligned table that streams: each column as wide as its widest cell so far (at least what
+    its type usually needs, so that an id growing from 99 to 100 does not move the columns), the
+    header printed again when a column grows. A number, time or date is never cut; a string (or
+    bytes, or a nested value) wider than MAX_WIDTH is, with an ellipsis, and so are the strings
+    first when the rows would be wider than the terminal (a row of numbers wider than it wraps)."""
 
-    MAX_WIDTH = 48  # a cell wider than this is cut, with an ellipsis
+    MAX_WIDTH = 48  # a text cell wider than this is cut, with an ellipsis
+    GAP = "   "
 
     def __init__(self):
-        terminal = sys.stdout.isatty()
-        self.console = _Console(highlight=False, soft_wrap=False, width=None if terminal else 1 << 16,
-                                no_color=no_color() or None)
-        self.widths: list[int] | None = None
+        self.room = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        self.want: list[int] | None = None  # what each column's cells so far need
+        self.widths: list[int] | None = None  # what the header was printed with
+        self.fixed: list[bool] = []  # never cut (numbers, times, labels)
 
-    def print(self, names: list[str], types: list, rows: list[list[str]]) -> None:
-        header = self.widths is None
-        if header:
-            self.widths = self._fit([min(max([cell_len(n), _type_width(t)] + [cell_len(r[i]) for r in rows]),
-                                         self.MAX_WIDTH) for i, (n, t) in enumerate(zip(names, types))])
-        table = Table(box=box.SIMPLE_HEAD, show_header=header, show_edge=False, pad_edge=False, padding=(0, 1))
-        for name, width in zip(names, self.widths):
-            table.add_column(Text(name), width=width, no_wrap=True, overflow="ellipsis")
-        for row in rows:
-            table.add_row(*(Text(v) for v in row))
-        self.console.print(table)
+    def lines(self, names: list[str], types: list, rows: list[list[str]]) -> tuple[list[str], int]:
+        """The lines to print for `rows` (a header first when the widths changed), and how many
+        of them are header lines."""
+        if self.want is None:
+            self.fixed = [_never_cut(t) for t in types]
+            self.want = [max(cell_len(n), _type_width(t)) for n, t in zip(names, types)]
+        for i, fixed in enumerate(self.fixed):
+            need = max((cell_len(r[i]) for r in rows), default=0)
+            self.want[i] = max(self.want[i], need if fixed else min(need, self.MAX_WIDTH))
+        widths = self._fit(list(self.want))
+        out = []
+        if widths != self.widths:
+            self.widths = widths
+            out += [self._row(names, widths), "\u2500" * (sum(widths) + len(self.GAP) * (len(widths) - 1))]
+        header = len(out)
+        out += [self._row(r, widths) for r in rows]
+        return out, header
+
+    def _row(self, cells: list[str], widths: list[int]) -> str:
+        return self.GAP.join(_cut(c, w) for c, w in zip(cells, widths))
 
     def _fit(self, widths: list[int]) -> list[int]:
-        room = self.console.width - 2 * len(widths)
-        while sum(widths) > room and max(widths) > 4:
-            widths[widths.index(max(widths))] -= 1
+        """Text columns give up width, the widest first, down to 4, until the row fits the terminal."""
+        if self.room is None:
+            return widths
+        over = sum(widths) + len(self.GAP) * (len(widths) - 1) - self.room
+        while over > 0:
+            cuttable = [i for i, w in enumerate(widths) if not self.fixed[i] and w > 4]
+            if not cuttable:
+                break
+            i = max(cuttable, key=lambda k: widths[k])
+            widths[i] -= 1
+            over -= 1
         return widths
+
+
+def _never_cut(t: pa.DataType | None) -> bool:
+    return t is None or not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+                             or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_nested(t))
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` padded to `width` cells, or cut to it with an ellipsis (a wider number is never cut:
+    its column is as wide)."""
+    if cell_len(text) <= width:
+        return text + " " * (width - cell_len(text))
+    return set_cell_size(text, width - 1) + "\u2026"
 
 
 class Output:
@@ -132,21 +153,32 @@ class Output:
         rows = batch.to_pylist()
         if self.limit is not None:
             rows = rows[: self.limit - self.rows]
-        n = len(rows)  # counted right after the print, with no call between: Ctrl-C lands before or after both
         if rows and self._rows_on_tty:
             self.clear_rate()
         if self._table is None:
-            out = "\n".join(json.dumps({**json_value(r), **extra}, allow_nan=False, ensure_ascii=False)
-                            for r in rows)
-            if out:
-                print(out, flush=True)
-        elif rows:
-            self._table.print(batch.schema.names + list(extra), list(batch.schema.types) + [None] * len(extra),
-                              [[cell(v) for v in r.values()] + [str(v) for v in extra.values()] for r in rows])
-            sys.stdout.flush()
-        self.rows += n
+            lines, header = [json.dumps({**json_value(r), **extra}, allow_nan=False, ensure_ascii=False)
+                             for r in rows], 0
+        else:
+            lines, header = self._table.lines(batch.schema.names + list(extra),
+                                              list(batch.schema.types) + [None] * len(extra),
+                                              [[cell(v) for v in r.values()] + [str(v) for v in extra.values()]
+                                               for r in rows]) if rows else ([], 0)
+        if lines:
+            self._write(lines, header)
         self.tick()
         return self.limit is None or self.rows < self.limit
+
+    def _write(self, lines: list[str], header: int) -> None:
+        """Write the lines to stdout and count the rows among them that were written whole: after
+        `| head` closed the pipe, the count is of rows written, not of rows attempted."""
+        sys.stdout.flush()
+        data = ("\n".join(lines) + "\n").encode(sys.stdout.encoding or "utf-8", errors="replace")
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(sys.stdout.fileno(), data[done:])
+        finally:
+            self.rows += max(0, data.count(b"\n", 0, done) - header)
 
     def tick(self) -> None:
         """Show the rows per second of the last second or so, on a terminal only."""
