@@ -79,3 +79,20 @@ def test_stats_of_a_paimon_table_is_read_from_the_table_and_survives_a_restart(w
     with ServerProcess(warehouse) as server:
         missing = cli("stats", "db.nope", "--uri", server.uri)
         assert missing.returncode == 3 and "Paimon table 'db.nope' does not exist" in missing.stderr, missing.stderr
+
+
+def test_the_example_producers_and_the_cli_honour_flight_paimon_uri(server_process):
+    import subprocess
+    import sys
+
+    from tests.process import ROOT, child_env
+
+    env = {**child_env(), "FLIGHT_PAIMON_URI": server_process.uri}
+    run = lambda *argv: subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env,  # noqa: E731
+                                       cwd=ROOT, timeout=60)
+    assert run("-m", "flight_server.cli", "register", "env", "--schema", "id:int64,name:string,ts:timestamp[us]"
+               ).returncode == 0
+    produced = run("-m", "producers.examples.counter", "env", "--batches", "2", "--rows", "3")
+    assert produced.returncode == 0, produced.stderr
+    stats = json.loads(run("-m", "flight_server.cli", "stats", "push:env").stdout)
+    assert stats["push"]["env"]["partitions"]["0"]["rows_in"] == 6

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import pyarrow as pa
@@ -20,7 +21,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("table")
     p.add_argument("path")
-    p.add_argument("--uri", default="grpc://127.0.0.1:8815")
+    p.add_argument("--uri", default=os.environ.get("FLIGHT_PAIMON_URI", "grpc://127.0.0.1:8815"),
+                   help="server URI (environment: FLIGHT_PAIMON_URI)")
     p.add_argument("--partition", type=int, default=0)
     p.add_argument("--register", action="store_true", help="register the table with the file's schema")
     p.add_argument("--block-size", type=int, default=1 << 20, help="bytes of CSV per batch")

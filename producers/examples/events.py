@@ -12,6 +12,7 @@ and resends only what the table lacks. Prints `resume LAST_SEQ`, then `acked SEQ
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -32,7 +33,8 @@ def batch(producer: str, seq: int, rows: int) -> pa.RecordBatch:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("table", help="DB.TABLE with columns producer:string, seq:int64, id:int64")
-    p.add_argument("--uri", default="grpc://127.0.0.1:8815")
+    p.add_argument("--uri", default=os.environ.get("FLIGHT_PAIMON_URI", "grpc://127.0.0.1:8815"),
+                   help="server URI (environment: FLIGHT_PAIMON_URI)")
     p.add_argument("--producer", required=True, help="this producer's name: the table remembers its last seq")
     p.add_argument("--batches", type=int, default=10, help="stop after batch seq BATCHES - 1")
     p.add_argument("--rows", type=int, default=100)
