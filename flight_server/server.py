@@ -24,6 +24,7 @@ from flight_server.status import install_clean_details, status_name, to_flight
 from flight_server.ingest.streams import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_WRITERS, Ingest
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
+from flight_server.maintenance.workers import RewriteWorker
 from flight_server.metrics import Metrics
 from flight_server.middleware import AUTH, AuthMiddlewareFactory, access
 from flight_server.paimon.source import PaimonSource
@@ -120,9 +121,10 @@ class FlightPaimonServer(flight.FlightServerBase):
                  ticket_key: bytes | None = None, warehouse: str | None = None, metrics: bool = False,
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
                  write_threads: int = DEFAULT_WRITERS, maintenance_interval_ms: int = 1000,
-                 auth: AuthConfig | None = None, streams: StreamSlots | None = None,
+                 maintenance_workers: int = 1, auth: AuthConfig | None = None, streams: StreamSlots | None = None,
                  budget: TableBudget | None = None, warehouse_options: dict[str, str] | None = None, **kwargs):
         """`warehouse_options`: pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
+        `maintenance_workers`: processes compactions rewrite files in (0: the maintenance thread);
         `auth`: principals and grants (None: every caller may do everything); `streams`: the
         --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
         TLS goes through pyarrow's own `tls_certificates`, `verify_client`, `root_certificates`."""
@@ -138,7 +140,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.sources: dict[str, Source] = {names.PUSH: self.pushed, names.PAIMON: self.paimon}
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads)
         self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer,
-                                     staged=self.ingest.staging.file_names)
+                                     staged=self.ingest.staging.file_names,
+                                     worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))
         self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
         if self.metrics is not None:
             self.push.on_drop.append(self.metrics.forget_push_table)

@@ -28,9 +28,13 @@ def wait_for(condition, what, timeout: float = 10):
 
 
 class RunningServer:
-    """An in-process server on a free loopback port; always shut down by the fixture."""
+    """An in-process server on a free loopback port; always shut down by the fixture. Its
+    compactions rewrite on its maintenance thread unless `maintenance_workers=1` (a worker process
+    costs a second or two to start: the tests of the worker, and servers started as `flight_cli
+    serve`, use one)."""
 
     def __init__(self, warehouse: str | None = None, server_class=FlightPaimonServer, **options):
+        options.setdefault("maintenance_workers", 0)
         self.server = server_class("grpc://127.0.0.1:0", warehouse=warehouse, **options)
         self.uri = self.server.uri
         self.thread = threading.Thread(target=self.server.serve, name="test-server", daemon=True)

@@ -141,6 +141,7 @@ def cmd_serve(args) -> int:
                                     commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes,
                                     **({} if args.write_threads is None else {"write_threads": args.write_threads}),
                                     maintenance_interval_ms=args.maintenance_interval_ms,
+                                    maintenance_workers=args.maintenance_workers,
                                     warehouse_options=dict(args.warehouse_option or []), **secured, **limits(args))
     except pa.ArrowException as e:
         raise CliError(f"the server did not start on {args.host}:{args.port} ({e}).") from None

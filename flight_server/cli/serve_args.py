@@ -36,6 +36,9 @@ def add_serve_arguments(p) -> None:
     p.add_argument("--maintenance-interval-ms", type=int, default=1000,
                    help="compact and expire a Paimon table this server writes at most this often after its commits "
                         "(docs/protocol.md, \"Table maintenance\")")
+    p.add_argument("--maintenance-workers", type=int, choices=(0, 1), default=1,
+                   help="1: compactions rewrite files in a worker process, off the interpreter that serves; "
+                        "0: on the server's maintenance thread")
     s = p.add_argument_group("security (docs/protocol.md, \"Security\")")
     s.add_argument("--tls-cert", help="PEM certificate chain: serve grpc+tls:// (with --tls-key)")
     s.add_argument("--tls-key", help="PEM private key of --tls-cert")

@@ -42,6 +42,7 @@ import structlog
 from flight_server.maintenance import kv_files
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import LiveFile, TableStore
+from flight_server.maintenance.workers import RewriteWorker
 
 log = structlog.get_logger(__name__)
 
@@ -178,13 +179,16 @@ class CompactResult:
 
 
 def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None = None,
-            full: bool = False, commit_with=None, uncommitted=None, settle: bool = False) -> CompactResult:
+            full: bool = False, commit_with=None, uncommitted=None, settle: bool = False,
+            worker: RewriteWorker | None = None) -> CompactResult:
     """Compact the buckets of the latest snapshot that need it (all small files of every bucket when
     `full`, as Paimon's `compact` procedure does by hand; a quiet append table's `settle_pick` when
     `settle`), one COMPACT commit per bucket.
     `commit_with(fn)` runs a commit where it cannot race this server's own (the table's committer).
     `uncommitted(files)` is told the files (name -> (path, size)) a commit that failed wrote: no
-    snapshot names them, and only orphan removal deletes them."""
+    snapshot names them, and only orphan removal deletes them. `worker` rewrites the files (in a
+    worker process: workers.py); None: in this thread."""
+    worker = worker or RewriteWorker(None, None, processes=0)
     rewriter = kv_files.KvRewriter(store.table, store.name) if store.table.primary_keys else None
     result = CompactResult([])
     groups = store.live_files(store.latest())
@@ -200,13 +204,13 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
         if rewriter is not None and settle:  # a merge tree's runs are what universal compaction left
             continue
         if rewriter is not None:
-            messages, chosen, upgraded = _merge_bucket(store, rewriter, files, opts, full)
+            messages, chosen, upgraded = _merge_bucket(store, rewriter, files, opts, full, worker)
         else:
             if full:
                 chosen = [f for f in files if f.size < opts.compaction_file_size]
             else:
                 chosen = settle_pick(files, opts) if settle else pick(files, opts)
-            messages = store.rewrite(chosen) if len(chosen) >= 2 else []
+            messages = worker.rewrite(store, chosen) if len(chosen) >= 2 else []
         if not messages:
             continue
         # A commit that fails leaves the new files unnamed by any snapshot: orphan removal takes them.
@@ -232,7 +236,7 @@ def _committing(store: TableStore, messages: list, chosen: list[LiveFile], uncom
 
 
 def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[LiveFile], opts: MaintenanceOptions,
-                  full: bool):
+                  full: bool, worker: RewriteWorker):
     """One primary-key bucket's compaction, as Paimon's MergeTreeCompactTask does it: (commit
     messages, the files they replace, how many of those were only moved to another level)."""
     runs = sorted_runs(files)
@@ -285,7 +289,7 @@ def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[
                 flush()
                 upgrade(f)
     flush()
-    messages = [store.merge(group, level, drop_delete, rewriter) for group in rewrites]
+    messages = [worker.merge(store, group, level, drop_delete, rewriter) for group in rewrites]
     messages += [store.moved(f, level) for f in upgrades]
     replaced = [f for group in rewrites for section in group for run in section for f in run] + upgrades
     return messages, replaced, len(upgrades)

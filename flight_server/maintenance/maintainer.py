@@ -20,6 +20,7 @@ from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.maintenance import compaction, expiry, kv_files, orphans
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import TableStore
+from flight_server.maintenance.workers import RewriteWorker
 from flight_server.paimon.source import PaimonSource
 from flight_server.wire.errors import InvalidRequest, Unavailable
 
@@ -75,7 +76,7 @@ class Maintainer:
     """Compaction and expiry of the Paimon tables one server writes (and, by hand, of any table)."""
 
     def __init__(self, paimon: PaimonSource, round_s: float = ROUND_S, clock=time.time, committers=None,
-                 staged=None, settle_s: float = SETTLE_S):
+                 staged=None, settle_s: float = SETTLE_S, worker: RewriteWorker | None = None):
         """`committers(name)`: this server's committer of a table it writes, or None; a compaction's
         commit then runs on it, between its group commits. `staged(name)`: the names of files its
         staged writes hold for a commit to come (orphan removal keeps them)."""
@@ -83,6 +84,7 @@ class Maintainer:
         self._committers = committers or (lambda name: None)
         self._staged = staged or (lambda name: set())
         self.round_s, self.settle_s, self.clock = round_s, settle_s, clock
+        self.worker = worker or RewriteWorker(None, None, processes=0)
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}  # table -> when it may run next (committed since its last round)
         self._settle: dict[str, float] = {}  # table -> when it will have been quiet for settle_s
@@ -121,6 +123,7 @@ class Maintainer:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        self.worker.close()
 
     def join(self, timeout: float = JOIN_S) -> bool:
         """After `close`: wait (at most `timeout` s) for the step in flight; False if it outlived the bound
@@ -224,7 +227,7 @@ class Maintainer:
             with self._cond:
                 state.uncommitted.update(files)
 
-        done = compaction.compact(store, opts, partition, full, commit_with, uncommitted, settle)
+        done = compaction.compact(store, opts, partition, full, commit_with, uncommitted, settle, self.worker)
         if done.snapshots:
             state.compactions += len(done.snapshots)
             state.compacted_bytes += done.bytes_in

@@ -1,0 +1,182 @@
+"""Compaction's rewrites in a worker process, off the interpreter that serves RPCs and commits.
+
+A rewrite reads a bucket's files and writes them again: seconds of pypaimon's Python per batch
+that, in the serving process, hold the GIL that do_put, do_get and the group commits need (reads
+ran 2-3x slower while maintenance caught up after a burst). The maintainer thread still picks the
+files and commits the result between group commits; only `TableStore.rewrite` and `merge` run
+here, on the same Paimon table loaded by the worker from the same warehouse. Files a worker wrote
+before it died, or before a commit that failed, are named by no snapshot: orphan removal deletes
+them (once older than its `older_than`), as it does a killed writer's.
+
+`RewriteWorker(..., processes=0)` runs them in this process (the tests' in-process servers).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+
+import structlog
+
+from flight_server.wire.errors import Unavailable
+
+log = structlog.get_logger(__name__)
+
+POLL_S = 0.2  # a call waiting for the worker checks this often whether the server is closing
+START_TIMEOUT_S = 120.0  # a worker that has not said it is ready by then is killed
+
+
+class SchemaChanged(Exception):
+    """The worker loaded the table with another schema than the maintainer planned with."""
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended while it rewrote (killed, out of memory): the next call starts another."""
+
+
+class RewriteWorker:
+    """One worker process (spawned on first use, again after it died) that runs rewrites for the
+    tables of one warehouse, one at a time; with processes=0, they run in the calling thread."""
+
+    def __init__(self, warehouse: str | None, options: dict[str, str] | None, processes: int = 1):
+        self._warehouse, self._options = warehouse, dict(options or {})
+        self.in_process = processes == 0
+        self._lock = threading.Lock()  # one call at a time: the maintainer has one thread anyway
+        self._proc = None
+        self._conn = None
+        self._closed = False
+        self.started = 0  # worker processes started (a restart after one died counts)
+
+    def rewrite(self, store, files: list) -> list:
+        """`store.rewrite(files)`, in the worker."""
+        if self.in_process:
+            return store.rewrite(files)
+        return self._call("rewrite", store.name, store.table.table_schema.id, files)
+
+    def merge(self, store, group: list, level: int, drop_delete: bool, rewriter) -> object:
+        """`store.merge(group, level, drop_delete, rewriter)`, in the worker (with its own rewriter)."""
+        if self.in_process:
+            return store.merge(group, level, drop_delete, rewriter)
+        return self._call("merge", store.name, store.table.table_schema.id, group, level, drop_delete)
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None and proc.is_alive() else None
+
+    def close(self) -> None:
+        """Stop the worker (a rewrite in flight is cut off: its files are orphans)."""
+        self._closed = True
+        with self._lock:
+            self._stop()
+
+    def _call(self, fn: str, *args):
+        with self._lock:
+            if self._closed:
+                raise Unavailable("The server is stopping: maintenance is not run.")
+            self._start()
+            try:
+                self._conn.send((fn, args))
+                while not self._conn.poll(POLL_S):
+                    if self._closed:
+                        raise Unavailable("The server is stopping: a rewrite in flight was cut off.")
+                    if not self._proc.is_alive():
+                        raise EOFError
+                ok, value = self._conn.recv()
+            except (EOFError, OSError) as e:  # the worker died (killed, out of memory)
+                code = self._proc.exitcode if self._proc is not None else None
+                self._stop()
+                raise WorkerDied(f"The compaction worker process ended (exit code {code}) while it rewrote "
+                                 f"files of {args[0]!r}; the next round starts another.") from e
+            if ok:
+                return value
+            raise value
+
+    def _start(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            return
+        self._stop()
+        ctx = multiprocessing.get_context("spawn")  # never fork a process with gRPC's threads
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, self._warehouse, self._options),
+                           name="flight-paimon-compaction", daemon=True)
+        proc.start()
+        child.close()
+        if not parent.poll(START_TIMEOUT_S):
+            proc.kill()
+            raise WorkerDied(f"The compaction worker process did not start in {START_TIMEOUT_S:.0f} s.")
+        try:
+            parent.recv()
+        except EOFError as e:
+            raise WorkerDied(f"The compaction worker process failed to start (exit code {proc.exitcode}).") from e
+        self._proc, self._conn = proc, parent
+        self.started += 1
+        log.info("compaction_worker_started", pid=proc.pid)
+
+    def _stop(self) -> None:
+        proc, conn, self._proc, self._conn = self._proc, self._conn, None, None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(10)
+
+
+def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
+    """The worker: answer (fn, args) with (True, result) or (False, the exception) until the pipe
+    closes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which stops this
+    sys.stdout = sys.stderr  # the server's stdout says where it listens: nothing else goes there
+    from flight_server.paimon import compat
+
+    catalog = compat.create_catalog(warehouse, options)
+    conn.send("ready")
+    while True:
+        try:
+            fn, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            result = (True, _FUNCTIONS[fn](catalog, *args))
+        except Exception as e:  # noqa: BLE001 - sent to the maintainer, which reports it
+            result = (False, _sendable(e))
+        conn.send(result)
+
+
+def _store(catalog, name: str, schema_id: int):
+    from flight_server.maintenance.store import TableStore
+
+    table = catalog.get_table(name)
+    if table.table_schema.id != schema_id:
+        raise SchemaChanged(f"Paimon table {name!r}: schema {table.table_schema.id} since the round planned with "
+                            f"{schema_id}; the next round compacts it.")
+    return TableStore(table, name)
+
+
+def _rewrite(catalog, name: str, schema_id: int, files: list) -> list:
+    return _store(catalog, name, schema_id).rewrite(files)
+
+
+def _merge(catalog, name: str, schema_id: int, group: list, level: int, drop_delete: bool) -> object:
+    from flight_server.maintenance.kv_files import KvRewriter
+
+    store = _store(catalog, name, schema_id)
+    return store.merge(group, level, drop_delete, KvRewriter(store.table, name))
+
+
+_FUNCTIONS = {"rewrite": _rewrite, "merge": _merge}
+
+
+def _sendable(e: Exception) -> Exception:
+    """`e` if it pickles both ways, else a RuntimeError with its type and message."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(e))
+        return e
+    except Exception:  # noqa: BLE001 - whatever fails to pickle is described instead
+        return RuntimeError(f"{type(e).__name__}: {e}")
