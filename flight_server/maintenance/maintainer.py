@@ -32,6 +32,10 @@ JOIN_S = 5.0  # close() waits this long for the step in flight (a server killed 
 ORPHANS_EVERY_S = 3600.0  # a table's orphan files are looked for this often (and at its first round)
 ROUND_BUDGET_S = 5.0  # a round repeats a step that found work for at most this long (then other tables' turn)
 COMMIT_WAIT_S = 60.0  # a compaction's commit waits this long for the table's committer
+# Rounds hold the serving interpreter (planning, commits, expiry) for at most this share of the
+# time: after a round that took C s of CPU the next waits C * (1 / DUTY - 1), so with hundreds of
+# tables committing, each table's rounds stretch instead of starving do_put and the group commits.
+DUTY = 0.25
 
 
 @dataclass
@@ -315,6 +319,10 @@ class Maintainer:
                             exc_info=True)
                 self._state(name).last_error = str(e).splitlines()[0][:500] if str(e) else type(e).__name__
             finally:
-                self._state(name).cpu_s += time.thread_time() - cpu0
+                cpu = time.thread_time() - cpu0
+                self._state(name).cpu_s += cpu
                 with self._cond:
                     self._running = None
+                    rest = time.monotonic() + cpu * (1 / DUTY - 1)
+                    while not self._closed and time.monotonic() < rest:
+                        self._cond.wait(rest - time.monotonic())

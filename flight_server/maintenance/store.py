@@ -59,6 +59,7 @@ class TableStore:
     def __init__(self, table, name: str):
         self.table, self.name = table, name
         self._lists: dict[str, list[str]] = {}
+        self._live: tuple[int, dict] | None = None  # the last snapshot planned, and its files
         self._indexes: dict[str, list[tuple[str, str]]] = {}
         self.manager = table.snapshot_manager()
         self.file_io = table.file_io
@@ -123,9 +124,17 @@ class TableStore:
     # -- files -----------------------------------------------------------------------------
 
     def live_files(self, snapshot) -> dict[tuple, list[LiveFile]]:
-        """The data files `snapshot` reads, by (partition values, bucket)."""
+        """The data files `snapshot` reads, by (partition values, bucket): planned once per
+        snapshot (a round plans the latest to compact it, and again to report its shape)."""
         if snapshot is None:
             return {}
+        if self._live is not None and self._live[0] == snapshot.id:
+            return {key: list(files) for key, files in self._live[1].items()}
+        groups = self._plan(snapshot)
+        self._live = (snapshot.id, groups)
+        return {key: list(files) for key, files in groups.items()}
+
+    def _plan(self, snapshot) -> dict[tuple, list[LiveFile]]:
         scan = self.table.copy({"scan.snapshot-id": str(snapshot.id)}).new_read_builder().new_scan()
         scan.file_scanner.skip_level0 = False  # batch reads of first-row tables skip level 0; a writer must not
         groups: dict[tuple, list[LiveFile]] = {}

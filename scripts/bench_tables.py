@@ -1,0 +1,168 @@
+"""Many tables on one server: ack latency and server CPU per commit (issue 37 item 4).
+
+A server with its defaults (`flight_cli serve`) takes durable do_put into `--tables` append tables
+(bucket -1), one producer each, `--rate` batches a second of `--rows` rows, for `--seconds`. The
+producers run in `--procs` processes (threads in each), so the producers' own GIL is not what is
+measured; each batch's ack latency is timed from its write. The server's CPU seconds over the run
+are read from /proc, and its commits from `stats`, so CPU per commit follows.
+
+Goals: 100 tables x 5 batches/s of 1,000 rows: ack p50 <= 150 ms, p99 <= 500 ms; 500 tables at
+1 batch/s: ack p99 <= 1 s.
+
+Usage: .venv/bin/python scripts/bench_tables.py [--tables 100] [--rate 5] [--rows 1000] [--seconds 60]
+       [--procs 4] [--json F]
+       .venv/bin/python scripts/bench_tables.py --tables 500 --rate 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+def role_producers(uri: str, tables: str, rate: str, rows: str, seconds: str) -> None:
+    """One process's producers (a thread a table); prints their ack latencies as JSON."""
+    import pyarrow as pa
+    import pyarrow.flight as flight
+
+    from bench_ingest import SCHEMA, make_batches
+    from flight_server.wire import messages
+
+    batches = make_batches(int(rows), 8, seed=5)
+    lat: list[float] = []
+    lock = threading.Lock()
+    go = threading.Event()
+    errors: list[str] = []
+
+    def produce(table: str, offset: float):
+        try:
+            client = flight.FlightClient(uri)
+            writer, reader = client.do_put(flight.FlightDescriptor.for_path("paimon", table), SCHEMA)
+            n = int(float(seconds) * float(rate))
+            sent = [0.0] * n
+            got: list[float] = []
+
+            def acks():
+                while reader.read() is not None:
+                    got.append(time.monotonic())
+
+            t = threading.Thread(target=acks, daemon=True)
+            t.start()
+            go.wait()
+            start = time.monotonic() + offset
+            for i in range(n):
+                wait = start + i / float(rate) - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                sent[i] = time.monotonic()
+                writer.write_batch(batches[i % len(batches)])
+            writer.write_metadata(pa.py_buffer(messages.end(n)))
+            writer.done_writing()
+            t.join(120)
+            writer.close()
+            with lock:
+                lat.extend((a - s) * 1000 for a, s in zip(got, sent))
+                if len(got) != n:
+                    errors.append(f"{table}: {len(got)} acks of {n}")
+        except Exception as e:  # noqa: BLE001 - reported in the JSON
+            with lock:
+                errors.append(f"{table}: {e}")
+
+    names = tables.split(",")
+    threads = [threading.Thread(target=produce, args=(t, i / len(names) / float(rate)), daemon=True)
+               for i, t in enumerate(names)]
+    for t in threads:
+        t.start()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    go.set()
+    for t in threads:
+        t.join()
+    print(json.dumps({"lat_ms": lat, "errors": errors}), flush=True)
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(tables: int, rate: float, rows: int, seconds: float, procs: int) -> dict:
+    from bench_ingest import SCHEMA
+    from producers import Client
+    from tests.process import ServerProcess, child_env
+
+    with tempfile.TemporaryDirectory(prefix="bench-tables-") as tmp:
+        server = ServerProcess(os.path.join(tmp, "warehouse"), log_level="warning",
+                               stderr=open(os.path.join(tmp, "server.log"), "w"))
+        client = Client(server.uri, timeout=120)
+        try:
+            names = [f"bench.t{i:04d}" for i in range(tables)]
+            for name in names:
+                client.create_table(name, SCHEMA, options={"bucket": "-1"})
+            groups = [names[i::procs] for i in range(procs)]
+            roles = [subprocess.Popen([sys.executable, __file__, "--role", server.uri, ",".join(g), str(rate), str(rows),
+                                       str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                      env=child_env(), cwd=ROOT) for g in groups if g]
+            for r in roles:
+                line = r.stdout.readline()
+                if line.strip() != "ready":
+                    raise RuntimeError(f"a producer process did not start: {line!r}")
+            commits0 = sum(w["commits"] for w in client.stats()["paimon_writes"].values())
+            cpu0, start = cpu_s(server.proc.pid), time.monotonic()
+            for r in roles:
+                r.stdin.write("go\n")
+                r.stdin.flush()
+            outs = [json.loads(r.communicate(timeout=seconds + 600)[0].strip().splitlines()[-1]) for r in roles]
+            elapsed, cpu = time.monotonic() - start, cpu_s(server.proc.pid) - cpu0
+            commits = sum(w["commits"] for w in client.stats()["paimon_writes"].values()) - commits0
+        finally:
+            client.close()
+            server.stop()
+    lat = [x for o in outs for x in o["lat_ms"]]
+    errors = [e for o in outs for e in o["errors"]]
+    return {"tables": tables, "rate_batches_s": rate, "rows": rows, "seconds": round(elapsed, 1),
+            "acks": len(lat), "errors": errors[:10], "ack_p50_ms": round(pct(lat, 50), 1),
+            "ack_p99_ms": round(pct(lat, 99), 1), "ack_max_ms": round(max(lat), 1),
+            "commits": commits, "server_cpu_s": round(cpu, 1), "server_cpu_ms_per_commit": round(cpu * 1000 / max(commits, 1), 2),
+            "server_cores": round(cpu / elapsed, 2), "mean_ms": round(statistics.mean(lat), 1)}
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--role":
+        role_producers(*sys.argv[2:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tables", type=int, default=100)
+    ap.add_argument("--rate", type=float, default=5)
+    ap.add_argument("--rows", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--procs", type=int, default=4)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    result = run(args.tables, args.rate, args.rows, args.seconds, args.procs)
+    print(json.dumps(result), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"command": " ".join(["scripts/bench_tables.py", *sys.argv[1:]]), **result}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
