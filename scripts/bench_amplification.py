@@ -15,6 +15,14 @@ after the first 5 minutes growing < 10%.
 
 Usage: .venv/bin/python scripts/bench_amplification.py [--workload small|full|big|all] [--seconds 1800]
        [--sample-s 30] [--reads 7] [--json docs/bench-results/amplification.json]
+
+`--busy` measures instead what a maintenance catch-up costs readers of the same server (goal: <=
+1.3x): a burst of `--burst` 1,000-row batches at full speed into one table, then, while the server
+compacts it (`due`), full reads of another table (1M rows in one commit) are timed; once it has
+settled, as many again. Servers rewriting in a worker process (`--maintenance-workers 1`, the
+default) and on the maintenance thread (0) take turns, `--runs` each.
+
+       .venv/bin/python scripts/bench_amplification.py --busy [--runs 3] [--burst 3000] [--json F]
 """
 
 from __future__ import annotations
@@ -195,14 +203,65 @@ def run(workload: str, seconds: float, sample_s: float, reads: int) -> dict:
             server.stop()
 
 
+def busy(workers: int, burst: int) -> dict:
+    """One run of the busy-read figure (see the module's docstring)."""
+    with tempfile.TemporaryDirectory(prefix="bench-amplification-busy-") as tmp:
+        warehouse = os.path.join(tmp, "warehouse")
+        baseline(warehouse, "bench.read", 1_000_000, 65536, [3])
+        server = ServerProcess(warehouse, "--maintenance-workers", str(workers), log_level="warning",
+                               stderr=open(os.path.join(tmp, "server.log"), "w"))
+        client = Client(server.uri, timeout=300)
+        try:
+            client.create_table("bench.t", SCHEMA, options={"bucket": "-1"})
+            for _ in range(3):
+                full_read_s(client, "bench.read")  # warm
+            stop = threading.Event()
+            producer = Producer(server.uri, "bench.t", 1000, 0.0, 7, stop)
+            producer.start()
+            while producer.sent < burst and producer.error is None:
+                time.sleep(0.05)
+            stop.set()
+            producer.join(600)
+            assert producer.error is None and producer.acked == producer.sent, (producer.error, producer.acked)
+            busy_s = []
+            while client.stats("bench.t")["maintenance"].get("bench.t", {}).get("due", True):
+                busy_s.append(full_read_s(client, "bench.read")[0])
+            state = client.stats("bench.t")["maintenance"]["bench.t"]
+            settled_s = [full_read_s(client, "bench.read")[0] for _ in range(max(5, len(busy_s)))]
+        finally:
+            client.close()
+            server.stop()
+    return {"workers": workers, "busy_reads": len(busy_s), "busy_ms": round(statistics.median(busy_s) * 1000, 1),
+            "settled_ms": round(statistics.median(settled_s) * 1000, 1),
+            "ratio": round(statistics.median(busy_s) / statistics.median(settled_s), 3),
+            "compactions": state["compactions"], "compacted_bytes": state["compacted_bytes"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--busy", action="store_true", help="measure reads during a maintenance catch-up instead")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--burst", type=int, default=3000)
     ap.add_argument("--workload", default="all", choices=[*WORKLOADS, "all"])
     ap.add_argument("--seconds", type=float, default=1800)
     ap.add_argument("--sample-s", type=float, default=30)
     ap.add_argument("--reads", type=int, default=7)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
+    if args.busy:
+        runs = []
+        for i in range(args.runs):
+            for workers in ((1, 0) if i % 2 == 0 else (0, 1)):
+                runs.append(busy(workers, args.burst))
+                print(json.dumps(runs[-1]), flush=True)
+        summary = {w: {"ratio": statistics.median(r["ratio"] for r in runs if r["workers"] == w),
+                       "busy_reads": sum(r["busy_reads"] for r in runs if r["workers"] == w)} for w in (1, 0)}
+        print(json.dumps({"busy_read_ratio_worker": summary[1], "busy_read_ratio_in_process": summary[0]}), flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"command": " ".join(["scripts/bench_amplification.py", *sys.argv[1:]]), "runs": runs,
+                           "summary": summary}, f, indent=1)
+        return 0
     results = [run(w, args.seconds, args.sample_s, args.reads)
                for w in (WORKLOADS if args.workload == "all" else [args.workload])]
     for r in results:
