@@ -268,7 +268,7 @@ def main() -> int:
                 nat = [pypaimon_read(catalog, "bench.pk", {"read.native.enabled": "true"}) for _ in range(args.runs)]
                 results["pk"]["native_rows_s"] = args.pk_rows / statistics.median(r[0] for r in nat)
                 results["pk"]["native_rows"] = nat[0][1]
-            except Exception as e:  # a missing or incompatible pypaimon-rust: say so, do not fail the run
+            except Exception as e:  # noqa: BLE001 - a missing or incompatible pypaimon-rust: say so, do not fail the run
                 results["pk"]["native_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         lat = follow_latency(uri, catalog, "bench.follow", args.commits)
         results["follow"] = dict(commits=args.commits, delivered=len(lat), p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),

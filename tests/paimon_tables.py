@@ -118,7 +118,7 @@ class Follower:
                 self.items.put((mark.snapshot, chunk.data))
         except StopIteration:
             pass
-        except BaseException as e:  # cancelled by the test, or a real failure to report
+        except BaseException as e:  # noqa: BLE001 - cancelled by the test, or a real failure to report
             self.error = e
 
     def take(self) -> list[tuple[int, pa.RecordBatch]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pyarrow.flight as flight
 import pytest
 
 from flight_server.maintenance.store import TableStore

@@ -1,4 +1,4 @@
-"""The data source's option parsing and filter translation, without Spark or a server."""
+"""The data source's option parsing, without Spark or a server."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pickle
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringStartsWith
 
 from spark_reader.options import OptionError, parse
 
