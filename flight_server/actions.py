@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flight_server.auth import READ, Access
 from flight_server.ingest.streams import Ingest
@@ -31,6 +31,7 @@ class Registries:
     ingest: Ingest
     maintainer: Maintainer
     started: float  # time.time() when the server started
+    on_drop: list = field(default_factory=list)  # callables given a dropped Paimon table's name (metrics forget it)
 
 
 def register(reg: Registries, body: wa.RegisterBody) -> wa.Registered:
@@ -62,6 +63,8 @@ def drop(reg: Registries, body: wa.DropBody) -> wa.Empty:
         reg.paimon.catalog().drop_table(name)
     except compat.NOT_FOUND_ERRORS:
         raise NotFound(f"Paimon table {name!r} does not exist; list_flights names the tables.", table=name) from None
+    for forget in reg.on_drop:
+        forget(name)
     return wa.Empty()
 
 
@@ -312,6 +315,16 @@ HANDLERS: dict[str, Callable] = {
     names.DELETE_TAG: delete_tag,
 }
 assert set(HANDLERS) == set(wa.ACTIONS)
+
+
+def log_fields(action: str, body: dict) -> dict:
+    """What an action's log line names: the table its body names (`table` for a Paimon table, a
+    push table's `name`), as sent; nothing for an unknown action or a body without one."""
+    spec = wa.ACTIONS.get(action)
+    for key in spec.table_keys if spec is not None else ():
+        if body.get(key) is not None:
+            return {"table": body[key] if isinstance(body[key], str) else repr(body[key])[:200]}
+    return {}
 
 
 def run(reg: Registries, action: str, body: dict, access: Access) -> dict:

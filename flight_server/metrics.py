@@ -12,7 +12,9 @@ import time
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import (
+    CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector, ProcessCollector, make_wsgi_app,
+)
 from prometheus_client.core import GaugeMetricFamily
 
 from flight_server.auth import AuthConfig
@@ -48,8 +50,14 @@ class Metrics:
         self.committed_rows = Counter("ingest_committed_rows", "Rows committed by durable writes", ["table"],
                                       namespace=ns, registry=r)
         r.register(_QueueCollector(push_registry, paimon_source))
+        self._maintenance = _MaintenanceCollector(maintainer)
         if maintainer is not None:
-            r.register(_MaintenanceCollector(maintainer))
+            r.register(self._maintenance)
+        # As prometheus-client's default registry has them: process_* (CPU, memory, open fds, start
+        # time), python_info, python_gc_*.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
 
     def committed(self, table: str, rows: int, nbytes: int, seconds: float) -> None:
         """One group commit of durable writes landed."""
@@ -63,14 +71,24 @@ class Metrics:
         return self.rows.labels(*labels), self.bytes.labels(*labels)
 
     def forget_push_table(self, name: str) -> None:
-        """A dropped push table's series go: a server that cycles tables all day keeps no series per
-        table it ever had (each is memory here and a time series in Prometheus)."""
-        for direction in ("in", "out"):
-            self.rows.remove("push", name, direction)
-            self.bytes.remove("push", name, direction)
+        """A dropped push table's series go (rows and bytes in, out and viewed): a server that
+        cycles tables all day keeps no series per table it ever had (each is memory here and a time
+        series in Prometheus)."""
+        for family in (self.rows, self.bytes):
+            family.remove_by_labels({"kind": "push", "table": name})
+
+    def forget_paimon_table(self, name: str) -> None:
+        """A dropped Paimon table's series go: rows and bytes, its group commits, and what its
+        maintenance reported (until the maintainer reports something new of a table created again)."""
+        for family in (self.rows, self.bytes):
+            family.remove_by_labels({"kind": "paimon", "table": name})
+        for family in (self.commits, self.commit_seconds, self.committed_rows):
+            family.remove_by_labels({"table": name})
+        self._maintenance.forget(name)
 
     def serve_http(self, host: str, port: int, auth: AuthConfig | None = None) -> tuple[WSGIServer, str]:
-        """Serve `/metrics` and `/healthz` on a thread until `close`; returns the server and its base URL.
+        """Serve `/metrics` and `/healthz` on a thread until `close` (any other path: 404); returns the
+        server and its base URL.
 
         With `auth` (serve --auth) /metrics answers only a bearer token of a principal with `admin`
         on "*": its labels name every table, also those outside a reader's grants. /healthz stays
@@ -79,10 +97,14 @@ class Metrics:
         metrics_app = make_wsgi_app(self.registry)
 
         def app(environ, start_response):
-            if environ.get("PATH_INFO") == "/healthz":
+            path = environ.get("PATH_INFO")
+            if path == "/healthz":
                 stopping = self._push.closing is not None
                 start_response("503 Service Unavailable" if stopping else "200 OK", [("Content-Type", "text/plain")])
                 return [b"stopping\n" if stopping else b"ok\n"]
+            if path != "/metrics":  # prometheus-client's app would answer the metrics on any path
+                start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+                return [b"Not found: this port serves /metrics and /healthz.\n"]
             if auth is not None:
                 try:
                     auth.metrics_scraper(environ.get("HTTP_AUTHORIZATION"))
@@ -155,11 +177,32 @@ class _MaintenanceCollector:
 
     def __init__(self, maintainer):
         self.maintainer = maintainer
+        self._lock = threading.Lock()
+        self._forgotten: dict[str, dict] = {}  # a dropped table -> its state when dropped
+
+    def forget(self, name: str) -> None:
+        """Leave a dropped table out while the maintainer reports of it what it did before the drop."""
+        if self.maintainer is None:
+            return
+        state = self.maintainer.stats().get(name)
+        if state is not None:
+            with self._lock:
+                self._forgotten[name] = _settled(state)
+
+    def _tables(self) -> dict:
+        tables = self.maintainer.stats()
+        with self._lock:
+            for name, then in list(self._forgotten.items()):
+                if name in tables and _settled(tables[name]) == then:
+                    del tables[name]
+                else:  # gone, or changed since: a table created again under the name
+                    del self._forgotten[name]
+        return tables
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily
 
-        tables = self.maintainer.stats()
+        tables = self._tables()
         families = [GaugeMetricFamily(f"{NAMESPACE}_table_{key}", text, labels=["table"]) for key, text in self.GAUGES]
         families += [GaugeMetricFamily(f"{NAMESPACE}_maintenance_{key}", text, labels=["table"])
                      for key, text in self.MAINTENANCE_GAUGES]
@@ -168,8 +211,8 @@ class _MaintenanceCollector:
         amplification = GaugeMetricFamily(f"{NAMESPACE}_maintenance_write_amplification",
                                           "compacted_bytes over ingested_bytes since this server started",
                                           labels=["table"])
-        last = GaugeMetricFamily(f"{NAMESPACE}_maintenance_last_seconds",
-                                 "Epoch seconds of the table's last compaction or expiry", labels=["table", "step"])
+        last = GaugeMetricFamily(f"{NAMESPACE}_maintenance_last_timestamp_seconds",
+                                 "Unix time of the table's last compaction or expiry", labels=["table", "step"])
         for table, state in tables.items():
             for family, (key, _) in zip(families, self.GAUGES + self.MAINTENANCE_GAUGES + self.COUNTERS):
                 family.add_metric([table], state[key])
@@ -182,6 +225,14 @@ class _MaintenanceCollector:
         yield from families
         yield amplification
         yield last
+
+
+def _settled(state: dict) -> dict:
+    """What /metrics shows of a table's maintenance state (`due` and `last_error` move without
+    anything being done: a round that finds the table dropped)."""
+    keys = [key for key, _ in _MaintenanceCollector.GAUGES + _MaintenanceCollector.MAINTENANCE_GAUGES
+            + _MaintenanceCollector.COUNTERS] + ["write_amplification", "last_compaction", "last_expiry"]
+    return {key: state.get(key) for key in keys}
 
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):

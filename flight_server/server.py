@@ -2,8 +2,9 @@
 
 Every handler runs inside `_call`, which binds table/partition/peer/principal for logging, writes
 one line per finished RPC and converts errors once through `errors.to_flight`. With --auth the
-middleware has authenticated the call before it gets here; each handler asks the call's `Access`
-for the grant its table needs before touching it.
+middleware has checked the call's token; a call it refused ends UNAUTHENTICATED first thing in its
+handler (`authenticated`, which logs the peer), and each handler asks the call's `Access` for the
+grant its table needs before touching it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.workers import RewriteWorker
 from flight_server.metrics import Metrics
-from flight_server.middleware import AUTH, AuthMiddlewareFactory, access
+from flight_server.middleware import AUTH, AuthMiddlewareFactory, access, authenticated
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.source import PushSource
 from flight_server.push.registry import PushRegistry
@@ -90,8 +91,9 @@ class _Call:
         fields = dict(self.fields, rows=self.rows, bytes=self.bytes, duration_ms=round(seconds * 1000, 2))
         if error is None:
             log.info("rpc_done", **fields)
-        elif isinstance(error, Cancelled) and fields.get("mode") == names.FOLLOW_READ:
-            log.info("rpc_done", ended="the client closed the follow", **fields)  # how follows end
+        elif isinstance(error, Cancelled) and (fields.get("mode") == names.FOLLOW_READ or fields.get("view")):
+            # How follows and views end (tail's Ctrl-C): the client closing them is no failure.
+            log.info("rpc_done", ended=f"the client closed the {'view' if fields.get('view') else 'follow'}", **fields)
         else:
             log.warning("rpc_failed", error=str(error).splitlines()[0][:500], **fields)
 
@@ -99,17 +101,19 @@ class _Call:
 @contextlib.contextmanager
 def _call(server: FlightPaimonServer, method: str, context, streaming: bool = False, **fields):
     """Log and map errors of one RPC; a `streaming` call's stream writes its line when it ends."""
+    authenticated(context, method)
     try:
         call = _Call(server, method, context, **fields)
     except BaseException as e:  # refused before it started (--max-streams)
-        log.warning("rpc_failed", rpc=method, error=str(e), peer=context.peer() if context else None)
-        raise to_flight(e) from None
+        where = {"rpc": method, "peer": context.peer() if context else None, **fields}
+        log.warning("rpc_failed", error=str(e), **where)
+        raise to_flight(e, where) from None
     try:
         yield call
     except BaseException as e:
         call.done(e)
         # `from None`: the cause chain belongs in the server's log, not on the wire.
-        raise to_flight(e) from None
+        raise to_flight(e, call.fields) from None
     if not streaming:
         call.done()
 
@@ -143,9 +147,10 @@ class FlightPaimonServer(flight.FlightServerBase):
                                      staged=self.ingest.staging.file_names,
                                      worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))
         self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
-        if self.metrics is not None:
-            self.push.on_drop.append(self.metrics.forget_push_table)
         self.registries = actions.Registries(self.push, self.paimon, self.ingest, self.maintainer, time.time())
+        if self.metrics is not None:  # a dropped table's series go with it
+            self.push.on_drop.append(self.metrics.forget_push_table)
+            self.registries.on_drop.append(self.metrics.forget_paimon_table)
         self.tickets = TicketCodec(ticket_key)
         host = location.rsplit(":", 1)[0]
         self.uri = f"{host}:{self.port}"
@@ -274,7 +279,7 @@ class FlightPaimonServer(flight.FlightServerBase):
             raise
         except BaseException as e:
             call.done(e)
-            raise to_flight(e) from None
+            raise to_flight(e, call.fields) from None
         finally:
             stream.close()
         call.done()
@@ -286,11 +291,13 @@ class FlightPaimonServer(flight.FlightServerBase):
             "flight-paimon has no DoExchange: read with DoGet, write with DoPut (docs/protocol.md)."))
 
     def list_actions(self, context):
+        authenticated(context, "list_actions")
         return [(name, wire_actions.description(spec)) for name, spec in wire_actions.ACTIONS.items()]
 
     def do_action(self, context, action):
         with _call(self, "do_action", context, action=action.type) as call:
             body = parse_json_object(action.body.to_pybytes() if action.body else b"", f"body of action {action.type!r}")
+            call.fields.update(actions.log_fields(action.type, body))
             result = actions.run(self.registries, action.type, body, call.access)
         return [json.dumps(result).encode()]
 

@@ -72,12 +72,13 @@ def _cut(message: str) -> str:
     return raw[: MAX_MESSAGE_BYTES - 30].decode("utf-8", "ignore") + f" ... ({len(raw)} bytes in all)"
 
 
-def to_flight(exc: BaseException) -> BaseException:
-    """Return the exception to raise to pyarrow.flight for `exc`: the one mapping to the wire."""
+def to_flight(exc: BaseException, call: dict | None = None) -> BaseException:
+    """Return the exception to raise to pyarrow.flight for `exc`: the one mapping to the wire.
+    `call`: the call's log fields (rpc, action, table, peer), for the line a bug is logged with."""
     if isinstance(exc, flight.FlightError):
         return exc
     if not isinstance(exc, FlightPaimonError):
-        return _unexpected(exc)
+        return _unexpected(exc, call or {})
     # pyarrow appends ". Detail: ..." to every message: drop our full stop so it reads once.
     message = _cut(exc.message).rstrip(".")
     if isinstance(exc, (NotFound, InvalidRequest)):
@@ -121,9 +122,10 @@ def status_name(exc: BaseException | None) -> str:
     return "INTERNAL"
 
 
-def _unexpected(exc: BaseException) -> BaseException:
-    """A bug (whatever its type, KeyError included): logged with its traceback, INTERNAL on the wire."""
-    log.error("unexpected_error", exc_info=exc)
+def _unexpected(exc: BaseException, call: dict) -> BaseException:
+    """A bug (whatever its type, KeyError included): logged with its traceback and the call's
+    fields, INTERNAL on the wire."""
+    log.error("unexpected_error", exc_info=exc, **call)
     first_line = (str(exc).splitlines() or [""])[0][:300]
     wire = flight.FlightInternalError(
         f"Internal error in flight-paimon ({type(exc).__name__}: {first_line}); "

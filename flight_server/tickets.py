@@ -49,6 +49,10 @@ class PushTicket(PushSubject):
         """How its rows are counted: a view leaves them for the readers that consume them."""
         return "viewed" if self.view else "out"
 
+    def log_fields(self) -> dict:
+        fields = super().log_fields()
+        return {**fields, "view": self.view} if self.view else fields
+
 
 @dataclass(frozen=True)
 class PaimonTicket(PaimonSubject):

@@ -84,13 +84,55 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         status = client.action(names.HEALTH)
         assert status["status"] == "serving" and status["push_tables"] == 2 and status["uptime_s"] > 0
 
-        # A dropped push table's series go with it (a server cycling tables keeps none of them).
+        # A viewer's rows are counted apart: it consumes nothing.
+        view = client.view_info("waiting", "earliest").endpoints[0]
+        assert client.flight.do_get(view.ticket, options=client.options()).read_all().num_rows == 3
+        viewed = scrape(url)[("flight_paimon_rows_total", (("direction", "viewed"), ("kind", "push"),
+                                                           ("table", "waiting")))]
+        assert viewed == 3
+
+        # A dropped table's series go with it, whatever they count (a server cycling tables keeps none).
         client.drop("clicks")
         after = scrape(url)
         assert not [key for key in after if ("table", "clicks") in key[1]]
         assert after[("flight_paimon_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))] \
             == paimon_out
+        client.drop("waiting")
+        wait_for(lambda: scrape(url)[("flight_paimon_paimon_open_follows", ())] == 0, "the cancelled follow to end")
+        client.drop_table("db.orders")
+        after = scrape(url)
+        assert not [key for key in after if {("table", "waiting"), ("table", "db.orders")} & set(key[1])], after
+        assert after[("flight_paimon_rpcs_total", (("method", "do_action"), ("status", "OK")))] > 0  # the rest stay
         client.close()
+
+
+@pytest.mark.timeout(60)
+def test_metrics_has_the_process_metrics_and_answers_404_off_its_two_paths(warehouse):
+    with ServerProcess(warehouse, "--metrics-port", "0") as server:
+        url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
+        m = scrape(url)
+        assert m[("process_resident_memory_bytes", ())] > 0 and m[("process_open_fds", ())] > 0
+        assert m[("process_cpu_seconds_total", ())] > 0 and m[("process_start_time_seconds", ())] > 0
+        assert any(name == "python_info" for name, _ in m) and any(name.startswith("python_gc_") for name, _ in m)
+        for path in ("/", "/nope", "/metrics/", "/healthz/x", "/favicon.ico"):
+            status, body = get(url + path)
+            assert (status, body) == (404, "Not found: this port serves /metrics and /healthz.\n"), path
+
+
+def test_the_readme_lists_every_metric_family(warehouse):
+    from tests.conftest import RunningServer
+
+    running = RunningServer(warehouse, metrics=True)
+    try:
+        families = {f.name for f in running.server.metrics.registry.collect()}
+    finally:
+        running.stop()
+    table = (ROOT / "README.md").read_text().split("The metrics, for dashboards and alerts:", 1)[1]
+    table = "\n".join(line for line in table.splitlines()[:60] if line.strip().startswith("|"))
+    listed = set(re.findall(r"`([a-z_]+)`", table))
+    # prometheus-client names a counter's family without its _total
+    missing = sorted(f for f in families if f not in listed and f"{f}_total" not in listed)
+    assert not missing and len(families) > 30, missing
 
 
 @pytest.mark.timeout(60)
@@ -217,7 +259,11 @@ def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(ware
         assert got[("flight_paimon_maintenance_ingested_bytes_total", label)] == state["ingested_bytes"] > 0
         assert got[("flight_paimon_maintenance_write_amplification", label)] == state["write_amplification"] == \
             round(state["compacted_bytes"] / state["ingested_bytes"], 3) > 0
-        assert got[("flight_paimon_maintenance_last_seconds", (("step", "expiry"), ("table", "db.e")))] > 0
+        assert got[("flight_paimon_maintenance_last_timestamp_seconds", (("step", "expiry"), ("table", "db.e")))] \
+            == state["last_expiry"]["at_ms"] / 1000
+        # Dropped, the table's series go, its maintenance's too.
+        client.drop_table("db.e")
+        assert not [key for key in scrape(url) if ("table", "db.e") in key[1]]
         client.close()
 
 

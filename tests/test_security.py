@@ -120,7 +120,10 @@ RPCS = {  # gRPC method -> its shape; raw bytes in and out, so each is called ex
 def _raw_call(ch: grpc.Channel, method: str, metadata) -> None:
     shape = RPCS[method]
     fn = getattr(ch, shape)(f"/arrow.flight.protocol.FlightService/{method}")
-    request = iter([b""]) if shape.startswith("stream") else b""
+    # A descriptor where the RPC takes one: pyarrow answers an empty one INVALID_ARGUMENT before the
+    # handler runs (where a refused get_flight_info ends, so that its log line can name the peer).
+    descriptor = flight.FlightDescriptor.for_path("orders").serialize()
+    request = iter([b""]) if shape.startswith("stream") else descriptor if method == "GetFlightInfo" else b""
     result = fn(request, metadata=metadata, timeout=10)
     if shape.endswith("stream"):
         list(result)
@@ -242,7 +245,10 @@ def test_no_token_appears_in_a_log_line_an_error_or_a_ticket(tls_server, pki):
     log = tls_server.log_path.read_text()
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     assert any(line.get("principal") == "etl" and line["event"] == "rpc_done" for line in lines)
-    assert any(line["event"] == "rpc_unauthenticated" for line in lines)
+    refused = [line for line in lines if line["event"] == "rpc_unauthenticated"]
+    at_once = ("handshake", "do_put", "do_exchange", "get_schema")  # refused where pyarrow tells no peer
+    assert refused and all(line["peer"] is None if line["rpc"] in at_once else line["peer"].startswith("ipv4:127.0.0.1:")
+                           for line in refused), refused
     for token in (WRONG, *TOKENS.values()):
         for where, texts in (("log", [log]), ("errors", messages), ("tickets", tickets + decoded)):
             assert not any(token in (t.decode("latin-1") if isinstance(t, bytes) else t) for t in texts), where
@@ -255,12 +261,17 @@ def test_without_the_ca_or_without_a_client_certificate_the_error_says_what_to_p
     with pytest.raises(flight.FlightUnavailableError) as e:
         untrusted.stats()
     assert "certificate verify failed" in str(e.value)
-    # the CLI turns both into a sentence naming the flag
+    # the CLI turns each into one line naming the flag (gRPC's own log line of the handshake is not shown)
     env = {**child_env(), "FLIGHT_PAIMON_TOKEN": TOKENS["admin"]}
     out = _cli(env, "stats", "--uri", tls_server.uri)
-    assert out.returncode == 1 and "--tls-root-certs" in out.stderr, out.stderr
+    assert out.returncode == 1 and out.stderr.startswith(f"flight_cli stats: cannot connect to {tls_server.uri}: ") \
+        and "not trusted" in out.stderr and "--tls-root-certs" in out.stderr, out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
     out = _cli(env, "stats", "--uri", mtls_server.uri, "--tls-root-certs", pki.ca)
-    assert out.returncode == 1 and "--tls-cert-chain" in out.stderr, out.stderr
+    assert out.returncode == 1 and "--tls-cert-chain" in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+    out = _cli(env, "stats", "--uri", tls_server.uri.replace("grpc+tls", "grpc"))  # plain gRPC to a TLS server
+    assert out.returncode == 1 and "needs a grpc+tls:// URI" in out.stderr and len(out.stderr.splitlines()) == 1, \
+        out.stderr
     out = _cli(env, "stats", "--uri", mtls_server.uri, "--tls-root-certs", pki.ca,
                "--tls-cert-chain", pki.client_cert, "--tls-private-key", pki.client_key)
     assert out.returncode == 0 and "push" in json.loads(out.stdout), out.stderr

@@ -16,10 +16,10 @@ DEFAULT_URI = "grpc://127.0.0.1:8815"
 URI_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://", "grpc+unix://")
 
 # The exit codes, one meaning each (documented in `flight_cli --help`).
-OK, FAILED, USAGE, NOT_FOUND = 0, 1, 2, 3
+OK, FAILED, USAGE, NOT_FOUND, INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = (f"exit codes: {OK} done; {FAILED} the server refused or failed the call, or cannot be reached; "
               f"{USAGE} a usage error (a bad flag, name or value: nothing was done); {NOT_FOUND} not found (no such "
-              "table, snapshot or tag).")
+              f"table, snapshot or tag); {INTERRUPTED} interrupted by Ctrl-C (tail ends {OK}: Ctrl-C is how it ends).")
 
 
 class HELP(argparse.ArgumentDefaultsHelpFormatter):

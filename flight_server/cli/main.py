@@ -12,7 +12,7 @@ import os
 import sys
 
 from flight_server.cli import CliError
-from flight_server.cli.args import FAILED, NOT_FOUND, USAGE
+from flight_server.cli.args import FAILED, INTERRUPTED, NOT_FOUND, OK, USAGE
 from flight_server.cli.parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -25,6 +25,10 @@ def _command(spec: str):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "serve":
+        # gRPC's C core writes a failed TLS handshake to stderr as a raw line of its own, before the
+        # one line below says what failed and what to pass; GRPC_VERBOSITY=ERROR (or DEBUG) shows it.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     from flight_server.cli import logs
 
     logs.configure(args.log_level)
@@ -41,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as e:
         print(f"{where}: {e}", file=sys.stderr)
         return USAGE
+    except KeyboardInterrupt:  # tail handles its own; one landing as it returns still ends it quietly
+        return OK if args.command == "tail" else INTERRUPTED
     except Exception as e:  # noqa: BLE001 - sorted below; anything else is a bug and keeps its traceback
         code = _exit_code(e, args, where)
         if code is None:
@@ -55,10 +61,12 @@ def _exit_code(e: Exception, args, where: str) -> int | None:
     from flight_server.wire.errors import connection_hint, error_message
 
     if isinstance(e, flight.FlightUnavailableError):
-        hint = connection_hint(e)
-        reach = (f"cannot reach a flight-paimon server at {getattr(args, 'uri', '?')}" if not hint else
-                 f"cannot connect to {getattr(args, 'uri', '?')}")
-        print(f"{where}: {reach}: is `flight_cli serve` running there? ({error_message(e)}){hint}", file=sys.stderr)
+        hint, uri = connection_hint(e), getattr(args, "uri", "?")
+        if hint:  # it answered, in TLS or not: the sentence says what to pass, gRPC's detail adds nothing
+            print(f"{where}: cannot connect to {uri}:{hint}", file=sys.stderr)
+        else:
+            print(f"{where}: cannot reach a flight-paimon server at {uri}: is `flight_cli serve` running there? "
+                  f"({error_message(e)})", file=sys.stderr)
         return FAILED
     if isinstance(e, KeyError):  # the server's NOT_FOUND
         print(f"{where}: {error_message(e)}", file=sys.stderr)
