@@ -1,8 +1,9 @@
 """A Spark df.write into a Paimon table in its own process (`local[2,4]`: a task may run 4 times),
 for tests/test_spark_atomic_writes.py. Prints one JSON line with its result.
 
-    python -m tests.spark_write_job URI TABLE reorder   # every task fails once part-way; its retry
-                                                        # yields its rows in reverse order
+    python -m tests.spark_write_job URI TABLE[,TABLE] reorder  # every task fails once part-way; its
+                                                               # retry yields its rows in reverse order
+                                                               # (a job into each table, one session)
     python -m tests.spark_write_job URI TABLE block     # task 1 waits for ever: the test kills the driver
 """
 
@@ -55,14 +56,16 @@ def main(uri: str, table: str, mode: str) -> None:
     register(spark)
     out: dict = {}
     try:
-        src = spark.range(0, ROWS, numPartitions=PARTITIONS).selectExpr(
-            "concat('p', cast(id % 3 as string)) AS producer", "id DIV 1000 AS seq", "id")
-        fn = reorder_on_retry if mode == "reorder" else block_task_one
-        src.mapInArrow(fn, src.schema).write.format("flight-paimon").option("uri", uri).option("table", table) \
-            .mode("append").save()
-        out["write_error"] = None
-    except Exception as e:  # noqa: BLE001 - reported to the test, which asserts on it
-        out["write_error"] = str(e)
+        for name in table.split(","):
+            try:
+                src = spark.range(0, ROWS, numPartitions=PARTITIONS).selectExpr(
+                    "concat('p', cast(id % 3 as string)) AS producer", "id DIV 1000 AS seq", "id")
+                fn = reorder_on_retry if mode == "reorder" else block_task_one
+                src.mapInArrow(fn, src.schema).write.format("flight-paimon").option("uri", uri) \
+                    .option("table", name).mode("append").save()
+                out[name] = None
+            except Exception as e:  # noqa: BLE001 - reported to the test, which asserts on it
+                out[name] = str(e)
     finally:
         spark.stop()
     print(json.dumps(out))
