@@ -6,13 +6,16 @@
                      "grants": [{"tables": "orders*", "allow": ["read", "write"]}]}]}
 
 (`"token"` in clear text is accepted too). Table patterns are shell-style globs over push table
-names and Paimon `DB.TABLE` names. Three grants, each independent of the others:
-- `read`: get_flight_info, get_schema, do_get, list_flights, stats, latest_snapshot, find_snapshot, consumer_progress
-- `write`: do_put, commit (a push table's offsets), consumer_commit, producer_state
-- `admin`: register, drop, fail, create_table; with `admin` on `"*"`, the HTTP `/metrics` (its
-  series name every table)
+names and Paimon `DB.TABLE` names. Three grants, each independent of the others (an action's grant is its `Action.grant` in
+wire/actions.py; health needs none):
+- `read`: get_flight_info, get_schema, do_get, list_flights; stats, latest_snapshot, find_snapshot,
+  consumer_progress
+- `write`: do_put; commit (a push table's offsets), consumer_commit, producer_state, commit_staged,
+  abort_staged
+- `admin`: register, drop, fail, create_table, compact, expire_snapshots, remove_orphan_files,
+  create_tag, delete_tag; with `admin` on `"*"`, the HTTP `/metrics` (its series name every table)
 
-The server authenticates every call once (the middleware in `server_auth.py`) and asks an
+The server authenticates every call once (the middleware in `middleware.py`) and asks an
 `Access` before it touches a table; this module is the one place a grant is decided. A token is
 only ever hashed here: it is never stored, logged, put in an error or in a ticket.
 """

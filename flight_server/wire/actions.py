@@ -1,10 +1,11 @@
 """The actions (`do_action`), said once: each one's name, body, result, grant and description.
 
 `ACTIONS` is the one table the server dispatches and checks grants from, `list_actions` answers
-from, `Client` builds its calls from, and docs/protocol.md's action table is generated from
-(`doc_table`; a test keeps the doc equal to it). Bodies and results are frozen dataclasses with
-`to_json` / `from_json`: a client builds a body as a value (`ProducerStateBody("db.t", "p")`),
-never as a dict literal, and reads a result as one (`ProducerState.from_json(...).last_seq`).
+from, and docs/protocol.md's action table is generated from (`doc_table`; a test keeps the doc
+equal to it). Bodies and results are frozen dataclasses with `to_json` / `from_json`: `Client`
+builds each body as a value (`ProducerStateBody("db.t", "p")`), never as a dict literal, and reads
+a typed result as one (`ProducerState.from_json(...).last_seq`); stats, create_table, compact,
+expire_snapshots and remove_orphan_files still answer a free dict (`result=dict`).
 
 `from_json` checks the keys (required ones present; unknown ones refused where the action says
 so); the values' meaning (a table name, an integer >= 1, a timestamp) is checked where the

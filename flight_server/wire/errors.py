@@ -1,8 +1,9 @@
 """The error types of the protocol, and the one way a client reads a Flight error.
 
 The server raises these below its RPC layer and maps them to gRPC status codes once
-(`flight_server.status.to_flight`); clients call `from_flight` on whatever a Flight call raised
-to get the server's own sentence and its kind, whatever pyarrow wrapped around it.
+(`flight_server.status.to_flight`). `from_flight` turns whatever a Flight call raised back into
+the server's own kind and sentence, whatever pyarrow wrapped around it (PaimonSink decides what
+to retry with it); `error_message` gives only the sentence, which the CLI and the Spark reader print.
 """
 
 from __future__ import annotations
