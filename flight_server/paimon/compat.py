@@ -1,4 +1,7 @@
-"""Every pypaimon call outside its documented API, in one place, so an upgrade touches one module.
+"""The pypaimon calls outside its documented API that serving needs, so an upgrade touches few modules.
+
+Not every one: maintenance/store.py and maintenance/kv_files.py reach pypaimon's manifests,
+commit and merge-tree writer themselves, and status.py patches `traceback.format_exception`.
 
 Written against pypaimon 2.1.0. The public API has no snapshot-id range read and no way to
 plan one snapshot's delta, and its streaming scan owns an event loop and prefetch thread we
