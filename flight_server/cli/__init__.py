@@ -1,4 +1,4 @@
-"""flight_cli: serve | register | tail | list | stats.
+"""flight_cli: serve, and the client commands (`flight_cli --help` lists them all).
 
 `main` gives the process one glibc malloc arena before anything imports pyarrow (importing
 pyarrow.flight starts a thread with an arena of its own, see wire/allocator.py); importing this
@@ -7,7 +7,8 @@ package does nothing.
 
 
 class CliError(Exception):
-    """A user mistake or an unreachable server: one line on stderr, exit code 2, no traceback."""
+    """A usage mistake (a bad flag or value, an unreadable file, a port taken): one line on stderr,
+    exit code 2, no traceback."""
 
 
 def main(argv: list[str] | None = None) -> int:
