@@ -32,7 +32,7 @@ from flight_server.paimon.source import PaimonSource
 from flight_server.push.source import PushSource
 from flight_server.push.registry import PushRegistry
 from flight_server.source import Items, ReadPlan, Source
-from flight_server.tickets import TicketCodec
+from flight_server.tickets import DEFAULT_LIFETIME_MS, TicketCodec
 from flight_server.wire import actions as wire_actions
 from flight_server.wire import descriptors, messages, names
 from flight_server.wire.errors import Cancelled, NotFound, Unimplemented
@@ -122,12 +122,14 @@ class FlightPaimonServer(flight.FlightServerBase):
     """Serves push tables and Paimon tables over Arrow Flight: decode, call a source, stream."""
 
     def __init__(self, location: str = "grpc://127.0.0.1:0", advertise: list[str] | None = None,
-                 ticket_key: bytes | None = None, warehouse: str | None = None, metrics: bool = False,
+                 ticket_key: bytes | None = None, ticket_lifetime_ms: int = DEFAULT_LIFETIME_MS,
+                 warehouse: str | None = None, metrics: bool = False,
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
                  write_threads: int = DEFAULT_WRITERS, maintenance_interval_ms: int = 1000,
                  maintenance_workers: int = 1, auth: AuthConfig | None = None, streams: StreamSlots | None = None,
                  budget: TableBudget | None = None, warehouse_options: dict[str, str] | None = None, **kwargs):
-        """`warehouse_options`: pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
+        """`ticket_lifetime_ms`: how long after planning a ticket is served; `warehouse_options`:
+        pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
         `maintenance_workers`: processes compactions rewrite files in (0: the maintenance thread);
         `auth`: principals and grants (None: every caller may do everything); `streams`: the
         --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
@@ -151,7 +153,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         if self.metrics is not None:  # a dropped table's series go with it
             self.push.on_drop.append(self.metrics.forget_push_table)
             self.registries.on_drop.append(self.metrics.forget_paimon_table)
-        self.tickets = TicketCodec(ticket_key)
+        self.tickets = TicketCodec(ticket_key, ticket_lifetime_ms)
         host = location.rsplit(":", 1)[0]
         self.uri = f"{host}:{self.port}"
         self.advertise = advertise or [self.uri]

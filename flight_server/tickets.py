@@ -2,8 +2,11 @@
 
 Tickets are opaque to clients: JSON signed with the server's key (HMAC-SHA256), so a garbled or
 forged ticket is refused with a clear error. Servers sharing a warehouse share the key
-(FLIGHT_PAIMON_TICKET_KEY). A ticket decodes into one of two frozen dataclasses, every field
-checked, so nothing below `do_get` reads an untyped dict.
+(FLIGHT_PAIMON_TICKET_KEY). The signed JSON carries when the ticket was planned (`iat`, epoch ms),
+and a ticket older than the lifetime (`flight_cli serve --ticket-lifetime`, a day by default) is
+refused: a ticket that leaked (a log, a Spark plan) is no key to the table for ever. A ticket
+decodes into one of two frozen dataclasses, every field checked, so nothing below `do_get` reads
+an untyped dict.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+import time
 from dataclasses import asdict, dataclass
 
 from flight_server.wire import names
@@ -22,6 +26,8 @@ from flight_server.wire.requests import PaimonRequest, PaimonSubject, PushSubjec
 from flight_server.wire.values import MAX_BODY_BYTES, is_int
 
 _PREFIX = b"fp1."
+DEFAULT_LIFETIME_MS = 24 * 3600 * 1000  # a plan is read within seconds; a long follow is opened within it
+ISSUED = "iat"  # the payload's key of when the ticket was planned (JWT's name), outside the ticket's fields
 
 
 @dataclass(frozen=True)
@@ -164,13 +170,19 @@ def _to_payload(ticket: Ticket) -> dict:
 
 
 class TicketCodec:
-    """Signs and verifies tickets: `fp1.` + base64(JSON) + `.` + base64(HMAC)."""
+    """Signs and verifies tickets: `fp1.` + base64(JSON) + `.` + base64(HMAC); a ticket is served
+    for `lifetime_ms` after it was planned (checked when a do_get opens it: a stream open longer
+    goes on). `clock`: epoch seconds (time.time)."""
 
-    def __init__(self, key: bytes | None = None):
+    def __init__(self, key: bytes | None = None, lifetime_ms: int = DEFAULT_LIFETIME_MS, clock=time.time):
+        if lifetime_ms < 1:
+            raise ValueError(f"a ticket lifetime must be positive, got {lifetime_ms} ms")
         self._key = key or os.urandom(32)
+        self.lifetime_ms, self.clock = lifetime_ms, clock
 
     def encode(self, ticket: Ticket) -> bytes:
-        body = base64.urlsafe_b64encode(json.dumps(_to_payload(ticket), separators=(",", ":")).encode())
+        payload = {**_to_payload(ticket), ISSUED: int(self.clock() * 1000)}
+        body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode())
         return _PREFIX + body + b"." + base64.urlsafe_b64encode(self._mac(body))
 
     def decode(self, ticket: bytes) -> Ticket:
@@ -194,7 +206,28 @@ class TicketCodec:
             payload = json.loads(base64.urlsafe_b64decode(body))
         except (ValueError, binascii.Error, RecursionError):
             raise InvalidRequest(_MALFORMED.format("not base64 of JSON")) from None
+        self._check_age(payload)
         return _from_payload(payload)
+
+    def _check_age(self, payload) -> None:
+        issued = payload.get(ISSUED) if isinstance(payload, dict) else None
+        if not is_int(issued, minimum=0):
+            raise InvalidRequest(_MALFORMED.format(f"it has no planning time ({ISSUED!r} is {str(issued)[:40]!r})"))
+        age_ms = int(self.clock() * 1000) - issued
+        if age_ms > self.lifetime_ms:
+            raise InvalidRequest(
+                f"The ticket expired: it was planned {_span(age_ms)} ago and this server serves tickets for "
+                f"{_span(self.lifetime_ms)} (flight_cli serve --ticket-lifetime); plan the read again "
+                "(get_flight_info) and read the tickets it returns."
+            )
 
     def _mac(self, body: bytes) -> bytes:
         return hmac.new(self._key, body, hashlib.sha256).digest()[:16]
+
+
+def _span(ms: int) -> str:
+    """A duration as the lifetime flag takes it: whole days, hours, minutes or seconds."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size:
+            return f"{ms / size:.3g} {unit}"
+    return f"{ms} ms"

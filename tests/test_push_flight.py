@@ -393,3 +393,17 @@ def test_try_write_returns_false_when_full_and_leaves_batch_unsent(client):
     sink.close()
     reader.join(30)
     assert all_ids(got) == list(range(accepted * BIG_ROWS))
+
+
+def test_a_ticket_older_than_the_servers_ticket_lifetime_is_refused_and_a_new_plan_reads(client, server):
+    client.register("old", SCHEMA)
+    with client.sink("old") as sink:
+        sink.write(make_batch(0, 4))
+    planned = client.info("old").endpoints[0].ticket
+    codec = server.server.tickets
+    real = codec.clock
+    codec.clock = lambda: real() + codec.lifetime_ms / 1000 + 60  # a minute past its lifetime
+    with pytest.raises(pa.ArrowInvalid, match=r"The ticket expired: it was planned 1 d ago .* --ticket-lifetime"):
+        client.flight.do_get(planned, options=client.options()).read_all()
+    assert client.flight.do_get(client.info("old").endpoints[0].ticket, options=client.options()).read_all() \
+        .num_rows == 4  # planned again (the expired ticket consumed nothing)

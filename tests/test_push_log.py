@@ -228,6 +228,8 @@ def test_a_signed_ticket_with_a_malformed_payload_is_refused_clearly(payload):
     """Only a holder of the key can sign, but even then a bad payload is a clear refusal, not a crash;
     a payload that is taken is read field by field, as its signer wrote it."""
     codec = TicketCodec(b"k" * 32)
+    if isinstance(payload, dict):  # planned now (a payload without the time is refused as malformed)
+        payload = {**payload, "iat": int(time.time() * 1000)}
     body = base64.urlsafe_b64encode(json.dumps(payload).encode())
     ticket = b"fp1." + body + b"." + base64.urlsafe_b64encode(codec._mac(body))
     try:
@@ -243,6 +245,35 @@ def test_a_signed_ticket_with_a_malformed_payload_is_refused_clearly(payload):
                   for f in dataclasses.fields(decoded) if f.name != "request"}
         assert fields == {name: payload.get(name) for name in fields}, (fields, payload)
         assert codec.decode(codec.encode(decoded)) == decoded
+
+
+def test_a_ticket_is_served_for_its_lifetime_after_planning_and_then_refused_naming_the_flag():
+    now = [1_800_000_000.0]
+    codec = TicketCodec(b"k" * 32, lifetime_ms=3_600_000, clock=lambda: now[0])
+    ticket = codec.encode(PushTicket("t", "u", 0))
+    now[0] += 3600  # exactly the lifetime later: still served
+    assert codec.decode(ticket) == PushTicket("t", "u", 0)
+    now[0] += 0.001
+    with pytest.raises(InvalidRequest) as e:
+        codec.decode(ticket)
+    assert str(e.value).startswith("The ticket expired: it was planned 1 h ago and this server serves tickets for 1 h "
+                                   "(flight_cli serve --ticket-lifetime); plan the read again"), e.value
+    assert codec.decode(codec.encode(PushTicket("t", "u", 0))) == PushTicket("t", "u", 0)  # planned again: served
+    # Another server of the key, with a longer lifetime, still serves it: each checks its own.
+    assert TicketCodec(b"k" * 32, lifetime_ms=7_200_000, clock=lambda: now[0]).decode(ticket).name == "t"
+
+
+def test_a_signed_ticket_without_its_planning_time_is_refused_and_the_time_cannot_be_altered():
+    codec = TicketCodec(b"k" * 32)
+    body = base64.urlsafe_b64encode(json.dumps({"kind": "push", "name": "t", "uid": "u", "partition": 0}).encode())
+    with pytest.raises(InvalidRequest, match="malformed .*no planning time"):
+        codec.decode(b"fp1." + body + b"." + base64.urlsafe_b64encode(codec._mac(body)))
+    signed = codec.encode(PushTicket("t", "u", 0))
+    body, _, mac = signed[4:].rpartition(b".")
+    payload = json.loads(base64.urlsafe_b64decode(body))
+    younger = base64.urlsafe_b64encode(json.dumps({**payload, "iat": payload["iat"] + 10**9}).encode())
+    with pytest.raises(InvalidRequest, match="signature does not match"):
+        codec.decode(b"fp1." + younger + b"." + mac)
 
 
 _types = st.sampled_from([pa.int32(), pa.int64(), pa.string(), pa.float64(), pa.timestamp("us"), pa.list_(pa.int64())])

@@ -67,6 +67,17 @@ def count(text: str) -> int:
     return value
 
 
+def duration_ms(text: str) -> int:
+    """A positive duration flag in milliseconds, in Paimon's grammar (`1 d`, `12h`, `30min`)."""
+    try:
+        value = parse_duration_ms(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration")
+    return value
+
+
 _RELATIVE = re.compile(r"\s*[0-9]+\s*[^\W\d_]+\s*")  # `7d`, `1 h`, `30min`: a duration ago
 
 

@@ -137,7 +137,8 @@ def cmd_serve(args) -> int:
         _check_port_free(args.metrics_host, args.metrics_port)
     try:
         server = FlightPaimonServer(f"{scheme}://{args.host}:{args.port}", advertise=args.advertise,
-                                    ticket_key=key, warehouse=args.warehouse, metrics=args.metrics_port is not None,
+                                    ticket_key=key, ticket_lifetime_ms=args.ticket_lifetime,
+                                    warehouse=args.warehouse, metrics=args.metrics_port is not None,
                                     commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes,
                                     **({} if args.write_threads is None else {"write_threads": args.write_threads}),
                                     maintenance_interval_ms=args.maintenance_interval_ms,

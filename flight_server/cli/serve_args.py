@@ -44,6 +44,10 @@ def add_serve_arguments(p) -> None:
     s.add_argument("--tls-key", help="PEM private key of --tls-cert")
     s.add_argument("--tls-client-ca", help="PEM CA: demand client certificates it signed (mTLS)")
     s.add_argument("--auth", help="JSON file of principals, sha256 of their bearer tokens, and grants per table pattern")
+    s.add_argument("--ticket-lifetime", type=a.duration_ms, default="1 d",
+                   help="serve a ticket for this long after get_flight_info planned it (Paimon's durations: 12h, "
+                        "30min); an older one is refused INVALID_ARGUMENT, and its reader plans again (a stream "
+                        "open longer goes on). Servers sharing FLIGHT_PAIMON_TICKET_KEY check it with their clocks")
     s.add_argument("--insecure", action="store_true",
                    help="serve a non-loopback --host or --metrics-host without --auth (anyone who reaches the "
                         "port may do anything)")
