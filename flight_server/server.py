@@ -150,6 +150,7 @@ class FlightPaimonServer(flight.FlightServerBase):
                                      worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))
         self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
         self.registries = actions.Registries(self.push, self.paimon, self.ingest, self.maintainer, time.time())
+        self.registries.on_drop.append(self.maintainer.forget)
         if self.metrics is not None:  # a dropped table's series go with it
             self.push.on_drop.append(self.metrics.forget_push_table)
             self.registries.on_drop.append(self.metrics.forget_paimon_table)

@@ -679,3 +679,20 @@ def test_part_files_wait_until_they_add_up_to_the_target(fast, warehouse):
     assert maintenance(client, "db.p")["data_files"] < batches
     _, whole = read_all(client, command({"table": "db.p"}))
     assert sorted(whole.column("id").to_pylist()) == sorted(i for b in range(batches) for i in big(b).column("id").to_pylist())
+
+
+def test_a_dropped_table_is_forgotten_by_maintenance_and_one_created_again_starts_afresh(fast):
+    running, client = fast
+    client.create_table("db.d", INGEST_SCHEMA, options=OPTIONS)
+    ingest(client, "db.d", range(8))
+    wait_for(lambda: settled(client, "db.d") and maintenance(client, "db.d").get("compactions", 0) >= 1,
+             "a compaction of db.d", timeout=60)
+    before = maintenance(client, "db.d")
+    client.drop_table("db.d")
+    assert "db.d" not in client.stats()["maintenance"]
+    client.create_table("db.d", INGEST_SCHEMA, options=OPTIONS)
+    ingest(client, "db.d", range(2))
+    wait_for(lambda: settled(client, "db.d"), "maintenance of the new db.d", timeout=60)
+    state = maintenance(client, "db.d")
+    assert state["last_error"] is None and state["compactions"] <= 2, state  # a settling merge a bucket at most
+    assert 0 < state["ingested_bytes"] < before["ingested_bytes"] / 2, (state, before)

@@ -115,6 +115,12 @@ class Maintainer:
                 self._due[table] = self._last.get(table, 0.0) + self.round_s
                 self._cond.notify_all()
 
+    def forget(self, table: str) -> None:
+        """A dropped table: no rounds, no settling, nothing in `stats`."""
+        with self._cond:
+            for d in (self._tables, self._due, self._settle, self._last, self._orphans_at):
+                d.pop(table, None)
+
     def stats(self) -> dict:
         """Per table: what maintenance did, and `due` while a round (or the settling round after
         its last commit) is wanted or running."""
