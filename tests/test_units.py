@@ -4,6 +4,8 @@ TimeUtils.parseDuration, read the same by table options and by the server's byte
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flight_server.cli.main import build_parser
 from flight_server.maintenance.options import MaintenanceOptions
@@ -108,3 +110,64 @@ def test_a_refused_option_or_flag_names_itself(capsys):
         build_parser().parse_args(["register", "t", "--schema", "id:int64", "--capacity-bytes", "lots"])
     err = capsys.readouterr().err
     assert "argument --capacity-bytes: 'lots' is not a size" in err and "e.g. 64MiB" in err, err
+
+
+# -- any text (Hypothesis) -------------------------------------------------------------------
+
+LONG_MAX = (1 << 63) - 1
+NANOS = {unit: ms * 10**6 for ms, units in DURATIONS.items() for unit in units}
+NANOS.update({u: 1000 for u in ("\u00b5s", "micro", "micros", "microsecond", "microseconds")})
+NANOS.update({u: 1 for u in ("ns", "nano", "nanos", "nanosecond", "nanoseconds")})
+SIZE_UNITS = {unit: factor for factor, units in UNITS.items() for unit in units}
+blank = st.text(alphabet=" \t", max_size=2)
+
+
+def _cased(draw_case: list[bool], unit: str) -> str:
+    return "".join(c.upper() if up else c for c, up in zip(unit, draw_case + [False] * len(unit)))
+
+
+@given(n=st.integers(0, 1 << 70), unit=st.sampled_from(["", *SIZE_UNITS]), case=st.lists(st.booleans(), max_size=9),
+       pad=st.tuples(blank, blank, blank))
+def test_any_whole_number_of_any_size_unit_is_that_many_bytes_or_refused_past_a_long(n, unit, case, pad):
+    text = f"{pad[0]}{n}{pad[1] if unit else ''}{_cased(case, unit)}{pad[2]}"
+    want = n * SIZE_UNITS.get(unit, 1)
+    if want > LONG_MAX:
+        with pytest.raises(ValueError, match="past a signed 64-bit count"):
+            parse_bytes(text)
+    else:
+        assert parse_bytes(text) == want
+
+
+@given(n=st.integers(0, 1 << 70), unit=st.sampled_from(["", *NANOS]), pad=st.tuples(blank, blank))
+def test_any_whole_number_of_any_duration_unit_is_its_milliseconds_rounded_down(n, unit, pad):
+    text = f"{pad[0]}{n}{pad[1] if unit else ''}{unit}"
+    want = n * NANOS[unit] // 10**6 if unit else n
+    if n > LONG_MAX or want > LONG_MAX:
+        with pytest.raises(ValueError, match="past a signed 64-bit count"):
+            parse_duration_ms(text)
+    else:
+        assert parse_duration_ms(text) == want
+
+
+@given(whole=st.integers(0, 1 << 20), fraction=st.text(alphabet="0123456789", min_size=1, max_size=6),
+       unit=st.sampled_from(["kib", "MiB", "GiB", "tib", "mb", "k", "b"]))
+def test_a_flags_fraction_is_rounded_down_to_a_whole_byte(whole, fraction, unit):
+    factor = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}.get(unit.lower()) or SIZE_UNITS[unit]
+    want = (whole * 10 ** len(fraction) + int(fraction)) * factor // 10 ** len(fraction)
+    if want == 0:
+        with pytest.raises(ValueError, match="at least one byte"):
+            parse_flag_bytes(f"{whole}.{fraction}{unit}")
+    else:
+        assert parse_flag_bytes(f"{whole}.{fraction}{unit}") == want
+
+
+@given(text=st.text(max_size=24) | st.from_regex(r"\s*[0-9]{1,22}(\.[0-9]{0,3})?\s*[a-zA-Z\u00b5]{0,12}\s*",
+                                                  fullmatch=True))
+def test_any_text_is_a_value_or_one_line_naming_it_never_another_error(text):
+    for parse, what in ((parse_bytes, "size"), (parse_flag_bytes, "size"), (parse_duration_ms, "duration")):
+        try:
+            value = parse(text)
+        except ValueError as e:
+            assert str(e).startswith(f"{text!r} is not a {what} (") and "\n" not in str(e).replace(repr(text), "")
+        else:
+            assert 0 <= value <= LONG_MAX
