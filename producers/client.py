@@ -133,8 +133,8 @@ class Client:
 
         `max_reconnect_backoff_s` caps gRPC's wait between connection attempts after the server
         went away (gRPC's own default grows to 120 s, and its resolver waits 30 s between
-        re-resolutions: measured 5-10 s to reach a server restarted in 1.5 s, 0.1 s with both
-        capped); a sink that resumes writes sets it low."""
+        re-resolutions; docs/benchmarks_ingest.md, "Reaching a restarted server"); it caps both,
+        and a sink that resumes writes sets it low."""
         self.uri = uri
         self.timeout = timeout
         self.credentials = credentials or Credentials.of(token, tls_root_certs, cert_chain, private_key)

@@ -376,8 +376,7 @@ def arrow_schema(table) -> pa.Schema:
 
 MANIFEST_MERGE_MIN_COUNT = 30  # Paimon's `manifest.merge-min-count` default
 # Merged manifests are cut at this size, not at `manifest.target-file-size` (8 MiB): a merge holds
-# its entries as pypaimon objects, ~2.5 KB each against ~44 bytes on disk (measured), so an
-# 8 MiB merge would hold ~190k entries, ~470 MB; 64 KiB holds ~1.5k, ~4 MB.
+# its entries as pypaimon objects, some 50 times their size on disk (docs/benchmarks_ingest.md).
 MERGED_MANIFEST_BYTES = 64 << 10
 
 
@@ -387,9 +386,8 @@ def merge_manifests_on_commit(table_commit, min_count: int = MANIFEST_MERGE_MIN_
     pypaimon 2.1 leaves manifest compaction to "external maintenance": each commit's base
     manifest list is the previous one plus one new manifest, and each commit reads and rewrites
     it whole. A table fed by many small commits (durable ingest's group commits) then gets slower
-    and bigger with every commit: 28 ms a commit at 300 snapshots, 181 ms at 2,400
-    (scripts/bench_commit_history.py),
-    and a server's RSS that climbs with the table's age (scripts/chaos.py's soak).
+    and bigger with every commit (docs/benchmarks_ingest.md, "A commit's cost as the table ages"),
+    and a server's RSS climbs with the table's age (scripts/chaos.py's soak).
 
     So, like Java's ManifestFileMerger minor compaction: when the trailing run of manifests
     smaller than the target size (MERGED_MANIFEST_BYTES) has at least `min_count` of them, their

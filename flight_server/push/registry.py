@@ -184,9 +184,7 @@ class PushRegistry:
         for forget in self.on_drop:
             forget(name)
         # The batches a table held were freed as they were read, and glibc keeps such freed memory.
-        # A drop is rare next to batches, so it pays for a trim. (A soak once grew ~14 KiB per
-        # table, all given back by a trim; that run's durable commits grew too, and without them
-        # 600 tables measured under 0.5 KiB each with or without the trim.)
+        # A drop is rare next to batches, so it pays for a trim (docs/benchmarks_push.md, "Server RSS").
         allocator.release_free_memory()
 
     def commit(self, name, offsets: dict, discard: bool = False) -> None:

@@ -4,8 +4,8 @@ Flight (gRPC) receives each message into 64 KiB slices and copies it into one co
 (~4 MiB for a 64k-row batch) with malloc, not in Arrow's pool. glibc's defaults handle that
 pattern badly: the mmap threshold rises to the size of the last freed mmapped chunk, so these
 buffers move to the heap, and every free past the trim threshold (twice the mmap threshold)
-gives pages back that the next batch faults in again. Measured in scripts/bench_push.py
-(CPU seconds per GiB), see docs/benchmarks.md. A MALLOC_* setting in the environment wins.
+gives pages back that the next batch faults in again (scripts/bench_push.py's CPU seconds per
+GiB: docs/benchmarks_push.md). A MALLOC_* setting in the environment wins.
 """
 
 from __future__ import annotations
@@ -38,11 +38,10 @@ def one_malloc_arena() -> bool:
     """The server: one arena for all threads; True when it was set.
 
     Received push batches are freed by other threads than the ones that allocated them. Spread
-    over glibc's default of up to 8 arenas per core they fragmented many arenas and server RSS
-    climbed with the volume pushed; one arena measured less RSS (no climb) and about 7x fewer
-    page faults. Call it before pyarrow is imported (flight_cli's main does, first): importing
-    pyarrow.flight already starts a thread that makes a second arena, and a limit set after that
-    leaves the threads spread over both (measured: RSS growth 166 MiB instead of 132).
+    over glibc's default of up to 8 arenas per core they fragment many arenas and server RSS
+    climbs with the volume pushed (docs/benchmarks_push.md, "Server RSS"). Call it before pyarrow
+    is imported (flight_cli's main does, first): importing pyarrow.flight already starts a thread
+    that makes a second arena, and a limit set after that leaves the threads spread over both.
     """
     global _one_arena
     _one_arena = _one_arena or ("MALLOC_ARENA_MAX" not in os.environ and _mallopt(M_ARENA_MAX, 1))
@@ -54,7 +53,7 @@ def release_free_memory() -> bool:
 
     The durable-write committer calls it after a commit of many bytes: the group's Arrow batches,
     gRPC's receive buffers and the Parquet writer's buffers are freed by then, and without it glibc
-    kept ~170 MiB of them (measured: 578 MiB RSS idle after 4 GiB pushed, 296 after a trim).
+    keeps much of them (docs/benchmarks_ingest.md, "Server RSS").
     """
     return _glibc() and ctypes.CDLL("libc.so.6").malloc_trim(0) == 1
 
