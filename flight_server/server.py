@@ -104,13 +104,13 @@ def _call(server: FlightPaimonServer, method: str, context, streaming: bool = Fa
     authenticated(context, method)
     try:
         call = _Call(server, method, context, **fields)
-    except BaseException as e:  # refused before it started (--max-streams)
+    except BaseException as e:  # noqa: BLE001 - refused before it started (--max-streams): raised as a status
         where = {"rpc": method, "peer": context.peer() if context else None, **fields}
         log.warning("rpc_failed", error=str(e), **where)
         raise to_flight(e, where) from None
     try:
         yield call
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001 - raised again as the call's Flight status
         call.done(e)
         # `from None`: the cause chain belongs in the server's log, not on the wire.
         raise to_flight(e, call.fields) from None
@@ -280,7 +280,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         except GeneratorExit:
             call.done(Cancelled("the client went away"))
             raise
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - raised again as the call's Flight status
             call.done(e)
             raise to_flight(e, call.fields) from None
         finally:
