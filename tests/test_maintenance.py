@@ -633,15 +633,15 @@ def test_the_tiers_rewrite_a_byte_a_few_times_whatever_the_commit_size():
         assert rewritten / written <= bound, (commit, rewritten / written)
 
 
-def test_a_quiet_bucket_settles_to_a_file_per_mib_besides_the_first():
+def test_a_quiet_bucket_settles_to_a_file_per_4_mib_besides_the_first():
     from flight_server.maintenance.compaction import settle_pick
     from flight_server.maintenance.options import MaintenanceOptions
 
     opts = MaintenanceOptions()
     names = lambda files: [f.name for f in files]  # noqa: E731
     assert names(settle_pick(_files(*[20_000] * 12), opts)) == [f"f{i}" for i in range(12)], "a small bucket: one file"
-    assert settle_pick(_files(5 << 20, 20_000), opts) == [], "one file a MiB of data besides the first"
-    assert names(settle_pick(_files(3 << 20, *[20_000] * 6), opts)) == ["f3", "f4", "f5", "f6"], "the newest merge"
+    assert settle_pick(_files(5 << 20, 20_000), opts) == [], "one file per 4 MiB of data besides the first"
+    assert names(settle_pick(_files(12 << 20, *[20_000] * 6), opts)) == ["f3", "f4", "f5", "f6"], "the newest merge"
     assert settle_pick(_files(20 << 20, 20 << 20, 20 << 20), opts) == [], "part files stay"
 
 

@@ -16,11 +16,11 @@ rewritten O(log(target / a commit's size)) times whatever the commit rate, never
   rewritten once into target-size files, as Java Paimon's AppendOnlyCompactManager picked (a
   window that slides past a file too large to join min-file-num others under the target).
 - once a table has been quiet (no commit for the maintainer's settle_s), `settle_pick` merges the
-  newest tiny files of each bucket until it holds at most one file per READ_FILE_BYTES of data
-  besides the first: a file costs a full read about what 150 KB of rows do (2.3 ms; 10 files of a
-  4 MB table read 1.48x of one, scripts/bench_maintenance.py), so a quiet table reads within 1.2x
-  of the same rows in one commit. It rewrites at most the bucket's tiny files (< the part size)
-  once per quiet spell.
+  newest tiny files of each bucket until it holds at most one file per READ_FILE_BYTES (4 MiB) of
+  data besides the first: over Flight a file costs a full read what about 0.6 MB of rows do
+  (11.7 ms; a 66 MB table in 23 files read 1.21x of one, scripts/bench_amplification.py), so a
+  quiet table reads within about 1.15x of the same rows in one commit. It rewrites at most the
+  bucket's tiny files (< the part size) once per quiet spell.
 
 Primary-key tables: a bucket's sorted runs (each level-0 file, then each level above) merged as
 Paimon's universal compaction picks them (`pick_runs`), into the level just below the next run
@@ -48,7 +48,7 @@ log = structlog.get_logger(__name__)
 
 
 TIER_FANIN = 16  # tiers of tiny files are this many times apart in size (PART_FILES: parts to the target)
-READ_FILE_BYTES = 1 << 20  # a quiet bucket keeps one file besides the first per this many bytes
+READ_FILE_BYTES = 4 << 20  # a quiet bucket keeps one file besides the first per this many bytes
 
 
 def pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
