@@ -16,7 +16,7 @@ from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.registry import PushRegistry
-from flight_server.units import parse_duration_ms
+from flight_server.units import parse_duration_ms, parse_timestamp_ms
 from flight_server.wire import actions as wa
 from flight_server.wire import names
 from flight_server.wire.schemas import decode_schema
@@ -280,17 +280,10 @@ def older_than_ms(value, action: str) -> int | None:
     take it ('2026-11-24 12:00:00', the server's local time; or ISO 8601 with an offset)."""
     if value is None:
         return None
-    if is_int(value, minimum=0):
-        return value
-    if isinstance(value, str):
-        from datetime import datetime
-
-        try:
-            return int(datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp() * 1000)
-        except ValueError:
-            pass
-    raise InvalidRequest(f"Action {action!r}: 'older_than' must be epoch milliseconds or a timestamp such as "
-                         f"'2026-11-24 12:00:00' (local time) or '2026-11-24T12:00:00Z', got {value!r}.")
+    try:
+        return parse_timestamp_ms(value)
+    except ValueError as e:
+        raise InvalidRequest(f"Action {action!r}: 'older_than' must be epoch milliseconds or a timestamp: {e}.") from None
 
 
 HANDLERS: dict[str, Callable] = {

@@ -1,4 +1,5 @@
-"""Sizes and durations as Paimon reads them, for table options and the server's flags (no Flight imports).
+"""Sizes, durations and points in time as Paimon reads them, for table options, the server's flags,
+the CLI, the Spark reader and actions' bodies (no Flight imports; the CLI imports it at start-up).
 
 `parse_bytes` is Java Paimon's `MemorySize.parseBytes`, `parse_duration_ms` its
 `TimeUtils.parseDuration(text).toMillis()` (paimon-api, org.apache.paimon.options/.utils): a
@@ -15,12 +16,21 @@ whole number (ASCII digits, no sign, no fraction), optional whitespace, then a u
 `parse_flag_bytes` (the server's byte flags: --max-memory, --commit-bytes, --capacity-bytes) takes
 the same, and also what those flags took before one grammar: the spellings KiB, MiB, GiB, TiB and a
 fraction (`1.5GiB`, rounded down to a whole byte); the size must be positive.
+
+`parse_timestamp_ms` is the one reader of a point in time (`flight_cli tail --timestamp`,
+`--older-than`, the Spark options scan.timestamp-millis and scan.timestamp, the actions'
+`older_than`): epoch milliseconds (ASCII digits, 0 or more, as scan.timestamp-millis), or a time
+as Paimon's scan.timestamp and procedures take it, `yyyy-MM-dd HH:mm:ss[.fff]` or `yyyy-MM-dd` in
+local time, or ISO 8601 (`2026-11-24T12:00:00Z`, `...+02:00`; anything `datetime.fromisoformat`
+reads). With `now_ms` (the CLI), a duration with its unit in the grammar above (`7d`, `1 h`) is that
+long before `now_ms`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 _JAVA_TRIM = "".join(map(chr, range(33)))  # String.trim(): every char up to U+0020
 _LONG_MAX = (1 << 63) - 1
@@ -33,6 +43,9 @@ _NANOS = {unit: nanos for nanos, units in [
     (10**6, ("ms", "milli", "millis", "millisecond", "milliseconds")),
     (10**3, ("\u00b5s", "micro", "micros", "microsecond", "microseconds")),  # µs: the micro sign, as Java
     (1, ("ns", "nano", "nanos", "nanosecond", "nanoseconds"))] for unit in units}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
+_RELATIVE = re.compile(r"[0-9]+\s*[^\W\d_]+")  # `7d`, `1 h`, `30min`: a duration (ago); a date has no letters
 
 
 @dataclass(frozen=True)
@@ -89,3 +102,35 @@ def parse_flag_bytes(text: str) -> int:
     if value <= 0:
         raise _FLAG_SIZE.invalid(text, "it must be at least one byte")
     return value
+
+
+def parse_timestamp_ms(value: int | str, now_ms: int | None = None) -> int:
+    """A point in time as epoch milliseconds: `1764000000000`, `'2026-11-24 12:00:00'` (local time),
+    `'2026-11-24T12:00:00Z'`; with `now_ms`, also `'7d'` (7 days before `now_ms`). A ValueError
+    naming `value` and the forms otherwise; the caller says which option it was."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _not_a_time(value, now_ms, f"it is a {type(value).__name__}")
+    text = value.strip() if isinstance(value, str) else str(value)
+    if re.fullmatch(r"-?[0-9]+", text):
+        millis = int(text) if len(text) <= 20 else -1  # past 64 bits either way (and int() refuses 4,300 digits)
+    elif now_ms is not None and _RELATIVE.fullmatch(text):
+        return now_ms - parse_duration_ms(value)  # a bad unit: the duration grammar's own error
+    else:
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise _not_a_time(value, now_ms, "") from None
+        try:  # naive: local time, as Paimon's scan.timestamp and procedures (that day's offset)
+            millis = ((moment if moment.tzinfo else moment.astimezone()) - _EPOCH) // _MS
+        except (ValueError, OverflowError, OSError):  # a naive year 1 or 9999 the platform cannot place
+            millis = -1
+    if not 0 <= millis <= _LONG_MAX:
+        raise _not_a_time(value, now_ms, "it must be from 1970-01-01T00:00:00Z on, within a signed 64-bit count "
+                          "of milliseconds")
+    return millis
+
+
+def _not_a_time(value, now_ms: int | None, why: str) -> ValueError:
+    ago = ", or a duration ago such as 1h or 7d" if now_ms is not None else ""
+    return ValueError(f"{value!r} is not epoch ms (1764000000000), a local time such as '2026-11-24 12:00:00' "
+                      f"or ISO 8601 such as '2026-11-24T12:00:00Z'{ago}" + (f" ({why})" if why else ""))

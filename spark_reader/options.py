@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+from flight_server.units import parse_timestamp_ms
 from flight_server.wire import requests
 from flight_server.wire.values import is_int
 from producers.credentials import Credentials
@@ -17,10 +18,10 @@ AUDIT_LOG = "$audit_log"  # Paimon's system table of a table's changes: "db.t$au
 ROW_KIND = "rowkind"  # the change column as Paimon's connectors name it (+I, -U, +U, -D)
 _SCHEMES = ("grpc", "grpc+tcp", "grpc+tls", "grpc+unix")
 _PAIMON_ONLY = {  # Paimon's Spark connector names
-    "scan.snapshot-id", "incremental-between", "scan.mode", "scan.timestamp-millis", "scan.tag-name",
-    "consumer-id", "read.changelog", "read.stream.maxsnapshotspertrigger", "read.stream.maxrowspertrigger",
-    "read.stream.minrowspertrigger", "read.stream.maxtriggerdelayms", "read.stream.maxbytespertrigger",
-    "read.stream.maxfilespertrigger",
+    "scan.snapshot-id", "incremental-between", "scan.mode", "scan.timestamp-millis", "scan.timestamp",
+    "scan.tag-name", "consumer-id", "read.changelog", "read.stream.maxsnapshotspertrigger",
+    "read.stream.maxrowspertrigger", "read.stream.minrowspertrigger", "read.stream.maxtriggerdelayms",
+    "read.stream.maxbytespertrigger", "read.stream.maxfilespertrigger",
 }
 _PUSH_ONLY = {"startingoffsets", "maxoffsetspertrigger", "failondataloss"}  # Spark's Kafka source names
 _KNOWN = _PAIMON_ONLY | _PUSH_ONLY | {
@@ -49,7 +50,7 @@ class Options:
     incremental_tags: tuple[str, str] | None = None  # incremental-between 'TAG1,TAG2': resolved on the driver
     scan_mode: str = "latest-full"
     consumer_id: str | None = None
-    timestamp_millis: int | None = None  # scan.timestamp-millis
+    timestamp_millis: int | None = None  # scan.timestamp-millis, or scan.timestamp read as epoch ms
     tag_name: str | None = None  # scan.tag-name: resolved to its snapshot on the driver
     changelog: bool = False  # read.changelog, or a "db.t$audit_log" table: a leading `rowkind` column
     max_snapshots_per_trigger: int | None = None
@@ -103,9 +104,10 @@ def parse(raw: Mapping[str, str]) -> Options:
     if table and "." not in table:
         raise OptionError(f"Option 'table' must name a Paimon table as 'database.table', got {table!r}.")
     # Paimon's rule: without scan.mode, a scan.snapshot-id or scan.tag-name means "from that
-    # snapshot", a scan.timestamp-millis "from that time".
+    # snapshot", a scan.timestamp-millis or scan.timestamp "from that time".
     default_mode = ("from-snapshot" if opts.get("scan.snapshot-id") or opts.get("scan.tag-name") else
-                    "from-timestamp" if opts.get("scan.timestamp-millis") else "latest-full")
+                    "from-timestamp" if opts.get("scan.timestamp-millis") or opts.get("scan.timestamp") else
+                    "latest-full")
     mode = (opts.get("scan.mode") or default_mode).strip().lower()
     if mode not in SCAN_MODES:
         raise OptionError(f"Option 'scan.mode' must be one of {', '.join(SCAN_MODES)}, got {mode!r}.")
@@ -119,7 +121,7 @@ def parse(raw: Mapping[str, str]) -> Options:
         incremental_tags=_between_tags(opts.get("incremental-between")),
         scan_mode=mode,
         consumer_id=opts.get("consumer-id") or None,
-        timestamp_millis=_number(opts, "scan.timestamp-millis", int),
+        timestamp_millis=_timestamp_millis(opts),
         tag_name=opts.get("scan.tag-name") or None,
         changelog=audit_log or _flag(opts, "read.changelog", False),
         max_snapshots_per_trigger=_number(opts, "read.stream.maxsnapshotspertrigger", int),
@@ -180,6 +182,20 @@ def _number(opts: dict, key: str, kind: type, default=None):
     if value <= 0 and not (key == "scan.snapshot-id" and value == 0):
         raise OptionError(f"Option {key!r} must be positive, got {opts[key]!r}.")
     return value
+
+
+def _timestamp_millis(opts: dict) -> int | None:
+    """scan.timestamp-millis (epoch ms) or Paimon's scan.timestamp ('2026-11-24 12:00:00', the
+    driver's local time), read by the one parser of a point in time (which takes either form in either)."""
+    given = [k for k in ("scan.timestamp-millis", "scan.timestamp") if opts.get(k) not in (None, "")]
+    if len(given) > 1:
+        raise OptionError("Options 'scan.timestamp-millis' and 'scan.timestamp' conflict; set one of them.")
+    if not given:
+        return None
+    try:
+        return parse_timestamp_ms(opts[given[0]])
+    except ValueError as e:
+        raise OptionError(f"Option {given[0]!r}: {e}.") from None
 
 
 def _flag(opts: dict, key: str, default: bool) -> bool:
@@ -258,7 +274,8 @@ def _check_combinations(o: Options, mode_given: bool, misplaced: list[str]) -> N
     if mode_given and o.scan_mode.startswith("from-snapshot") and o.snapshot_id is None and o.tag_name is None:
         raise OptionError(f"scan.mode {o.scan_mode!r} needs .option('scan.snapshot-id', N) or .option('scan.tag-name', T).")
     if o.scan_mode == "from-timestamp" and o.timestamp_millis is None:
-        raise OptionError("scan.mode 'from-timestamp' needs .option('scan.timestamp-millis', MILLIS).")
+        raise OptionError("scan.mode 'from-timestamp' needs .option('scan.timestamp-millis', MILLIS) or "
+                          ".option('scan.timestamp', '2026-11-24 12:00:00').")
     if o.timestamp_millis is not None and o.scan_mode != "from-timestamp":
         raise OptionError(f"Option 'scan.timestamp-millis' goes with scan.mode 'from-timestamp', not {o.scan_mode!r}.")
     if o.max_trigger_delay_ms is not None and o.min_rows_per_trigger is None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import re
 import time
 
 from flight_server.cli import CliError
-from flight_server.units import parse_duration_ms, parse_flag_bytes
+from flight_server.units import parse_duration_ms, parse_flag_bytes, parse_timestamp_ms
 
 DEFAULT_URI = "grpc://127.0.0.1:8815"
 URI_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://", "grpc+unix://")
@@ -78,20 +77,16 @@ def duration_ms(text: str) -> int:
     return value
 
 
-_RELATIVE = re.compile(r"\s*[0-9]+\s*[^\W\d_]+\s*")  # `7d`, `1 h`, `30min`: a duration ago
-
-
-def instant(text: str) -> int | str:
-    """Epoch milliseconds as a number; a duration with its unit (`7d`, `1h`, `30min`: Paimon's
-    grammar) as that long ago; else the timestamp text (the server parses it)."""
-    if text.strip().isdigit():
-        return int(text)
-    if _RELATIVE.fullmatch(text):
-        try:
-            return int(time.time() * 1000) - parse_duration_ms(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    return text
+def instant_ms(text: str | None, flag: str) -> int | None:
+    """A point-in-time flag (`--timestamp`, `--older-than`) as epoch ms, read here in this machine's
+    local time: epoch ms, '2026-11-24 12:00:00', ISO 8601, or a duration with its unit (`7d`, `1h`:
+    Paimon's grammar) as that long ago; a usage error naming the flag otherwise."""
+    if text is None:
+        return None
+    try:
+        return parse_timestamp_ms(text, now_ms=int(time.time() * 1000))
+    except ValueError as e:
+        raise CliError(f"{flag} {e}") from None
 
 
 def option(text: str) -> tuple[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from flight_server.cli import CliError, targets
+from flight_server.cli.args import instant_ms
 from flight_server.cli.connect import client
 from flight_server.wire import names
 
@@ -46,14 +47,16 @@ def cmd_compact(args) -> int:
 
 def cmd_expire_snapshots(args) -> int:
     name = paimon_table(args.table, "expire-snapshots")
-    print(json.dumps(client(args).expire_snapshots(name, args.retain_max, args.retain_min, args.older_than,
+    older_than = instant_ms(args.older_than, "--older-than")
+    print(json.dumps(client(args).expire_snapshots(name, args.retain_max, args.retain_min, older_than,
                                                    max_deletes=args.max_deletes)))
     return 0
 
 
 def cmd_remove_orphan_files(args) -> int:
     name = paimon_table(args.table, "remove-orphan-files")
-    print(json.dumps(client(args).remove_orphan_files(name, args.older_than, dry_run=args.dry_run)))
+    older_than = instant_ms(args.older_than, "--older-than")
+    print(json.dumps(client(args).remove_orphan_files(name, older_than, dry_run=args.dry_run)))
     return 0
 
 

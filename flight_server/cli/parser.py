@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "from-timestamp with --timestamp, from-snapshot with --snapshot-id, else latest-full); push: "
                         "latest (unset: latest) or earliest (the batches the partition still holds)")
     p.add_argument("--snapshot-id", type=int, help="Paimon: the snapshot of --from from-snapshot[-full]")
-    p.add_argument("--timestamp", type=a.instant, metavar="TIME",
+    p.add_argument("--timestamp", metavar="TIME",
                    help="Paimon: the start of --from from-timestamp: epoch ms, '2026-11-24 12:00:00' (local time), "
                         "ISO 8601, or a duration ago such as 1h or 7d")
     p.add_argument("-e", "--exit", action="store_true",
@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retain-max", type=a.count, help="keep at most this many snapshots (unset: the table's "
                    "snapshot.num-retained.max)")
     p.add_argument("--retain-min", type=a.count, help="keep at least this many (unset: snapshot.num-retained.min)")
-    p.add_argument("--older-than", type=a.instant, metavar="TIME", help="expire snapshots committed before TIME: "
+    p.add_argument("--older-than", metavar="TIME", help="expire snapshots committed before TIME: "
                    "a duration ago (7d, 1h, 30min), '2026-11-24 12:00:00' (local time), ISO 8601, or epoch ms "
                    "(unset: now - snapshot.time-retained)")
     p.add_argument("--max-deletes", type=a.count, metavar="N", help="expire at most N snapshots in this call "
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = maintenance("remove-orphan-files", "delete a Paimon table's files that nothing kept names (left by "
                     "commits that never happened), as Paimon's remove_orphan_files", "cmd_remove_orphan_files",
                     "flight_cli remove-orphan-files db.orders --older-than 2d --dry-run")
-    p.add_argument("--older-than", type=a.instant, metavar="TIME", help="only files last written before TIME, "
+    p.add_argument("--older-than", metavar="TIME", help="only files last written before TIME, "
                    "as for expire-snapshots (unset: a day ago; at least 10 minutes ago)")
     p.add_argument("--dry-run", action="store_true", help="list the files it would delete, and delete none")
     _client_args(p)

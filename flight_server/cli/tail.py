@@ -20,7 +20,7 @@ import threading
 import pyarrow.flight as flight
 
 from flight_server.cli import CliError, targets
-from flight_server.cli.args import choice
+from flight_server.cli.args import choice, instant_ms
 from flight_server.cli.connect import client as connect
 from flight_server.cli.parser import TAIL_STARTS
 from flight_server.wire import allocator, messages, names
@@ -64,25 +64,13 @@ def _follow_start(args, client: Client, table: str) -> str:
                        "hour ago)." if args.timestamp is None else f"--timestamp goes with --from from-timestamp, "
                        f"not {mode}.")
     if mode == "from-timestamp":
-        found = client.find_snapshot(table, timestamp_millis=_millis(args.timestamp))
+        found = client.find_snapshot(table, timestamp_millis=instant_ms(args.timestamp, "--timestamp"))
         # As Paimon's streaming from-timestamp: the snapshots committed at or after it, no full scan.
         first = found.at_or_after
         if first is None:
             first = (client.latest_snapshot(table).snapshot_id or 0) + 1  # nothing since: the next one
         return f"snapshot:{first}"
     return follow_start(mode, args.snapshot_id)
-
-
-def _millis(value: int | str) -> int:
-    if isinstance(value, int):
-        return value
-    import datetime
-
-    try:
-        return int(datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        raise CliError(f"--timestamp {value!r} is not epoch ms, a time such as '2026-11-24 12:00:00' or "
-                       "'2026-11-24T12:00:00Z', or a duration ago such as 1h.") from None
 
 
 def _plan(args, client: Client) -> tuple[flight.FlightInfo, list[dict], str | None, list[int | None]]:
