@@ -5,7 +5,7 @@
     {"principals": [{"name": "etl", "token_sha256": "<hex of sha256(token)>",
                      "grants": [{"tables": "orders*", "allow": ["read", "write"]}]}]}
 
-(`"token"` in clear text is accepted too). Table patterns are shell-style globs over push table
+(`"token"` in clear text is accepted too; auth_file.py holds the schema). Table patterns are shell-style globs over push table
 names and Paimon `DB.TABLE` names. Three grants, each independent of the others (an action's grant is its `Action.grant` in
 wire/actions.py; health needs none):
 - `read`: get_flight_info, get_schema, do_get, list_flights; stats, latest_snapshot, find_snapshot,
@@ -23,24 +23,16 @@ only ever hashed here: it is never stored, logged, put in an error or in a ticke
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
-import re
 from dataclasses import dataclass
 
+from flight_server import auth_file
+from flight_server.auth_file import GRANTS, AuthConfigError, token_sha256
 from flight_server.wire.actions import ADMIN, READ, WRITE  # the grants, named once in the wire layer
 from flight_server.wire.errors import PermissionDenied, Unauthenticated
 
-GRANTS = (READ, WRITE, ADMIN)
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-class AuthConfigError(ValueError):
-    """The --auth file is unreadable or malformed; the message names the file and the entry."""
-
-
-def token_sha256(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+__all__ = ["ADMIN", "ALLOW_ALL", "GRANTS", "READ", "WRITE", "Access", "AuthConfig", "AuthConfigError", "Grant",
+           "Principal", "token_sha256"]
 
 
 @dataclass(frozen=True)
@@ -117,31 +109,10 @@ class AuthConfig:
 
     @classmethod
     def parse(cls, doc, path: str = "<auth>") -> AuthConfig:
-        where = f"--auth file {path!r}"
-        if not isinstance(doc, dict) or not isinstance(doc.get("principals"), list) or not doc["principals"]:
-            raise AuthConfigError(f'{where} must be {{"principals": [{{"name", "token_sha256", "grants"}}, ...]}} '
-                                  "with at least one principal.")
-        entries, names = [], set()
-        for i, p in enumerate(doc["principals"]):
-            entry = f"{where}, principal {i}"
-            if not isinstance(p, dict):
-                raise AuthConfigError(f"{entry} is not a JSON object.")
-            unknown = sorted(set(p) - {"name", "token", "token_sha256", "grants"})
-            if unknown:
-                raise AuthConfigError(f"{entry} has an unknown key {unknown[0]!r} (keys: name, token_sha256 or "
-                                      "token, grants).")
-            name = p.get("name")
-            if not isinstance(name, str) or not name.strip():
-                raise AuthConfigError(f"{entry} needs a non-empty string \"name\".")
-            entry = f"{where}, principal {name!r}"
-            if name in names:
-                raise AuthConfigError(f"{entry} appears twice; principal names are unique.")
-            names.add(name)
-            digest = _digest(p, entry)
-            if digest in {d for d, _ in entries}:
-                raise AuthConfigError(f"{entry} has the same token as another principal; give each its own.")
-            entries.append((digest, Principal(name, _grants(p.get("grants"), entry))))
-        return cls(entries)
+        """`doc` (the file's JSON) checked against auth_file's schema; AuthConfigError naming the field."""
+        checked = auth_file.validate(doc, path)
+        return cls([(p.digest, Principal(p.name, tuple(Grant(g.tables, frozenset(g.allow)) for g in p.grants)))
+                    for p in checked.principals])
 
     def authenticate(self, authorization: list | None) -> Access:
         """The Access of an `authorization` header's values (`Bearer TOKEN`)."""
@@ -180,34 +151,3 @@ class AuthConfig:
     def principals(self) -> list[str]:
         return [p.name for p in self._by_hash.values()]
 
-
-def _digest(p: dict, entry: str) -> str:
-    if ("token" in p) == ("token_sha256" in p):
-        raise AuthConfigError(f"{entry} needs exactly one of \"token_sha256\" (hex of sha256 of the token, "
-                              "preferred) or \"token\".")
-    if "token" in p:
-        if not isinstance(p["token"], str) or len(p["token"]) < 16:
-            raise AuthConfigError(f"{entry}: \"token\" must be a string of at least 16 characters.")
-        return token_sha256(p["token"])
-    digest = p["token_sha256"]
-    if not isinstance(digest, str) or not _HEX64.fullmatch(digest.lower()):
-        raise AuthConfigError(f"{entry}: \"token_sha256\" must be 64 hex digits (e.g. "
-                              "`printf %s TOKEN | sha256sum`).")
-    return digest.lower()
-
-
-def _grants(value, entry: str) -> tuple[Grant, ...]:
-    if not isinstance(value, list):
-        raise AuthConfigError(f'{entry} needs "grants": [{{"tables": "PATTERN", "allow": ["read", ...]}}] '
-                              "(an empty list grants nothing).")
-    grants = []
-    for j, g in enumerate(value):
-        if not isinstance(g, dict) or set(g) != {"tables", "allow"}:
-            raise AuthConfigError(f'{entry}, grant {j} must be {{"tables": "PATTERN", "allow": [...]}}.')
-        tables, allow = g["tables"], g["allow"]
-        if not isinstance(tables, str) or not tables:
-            raise AuthConfigError(f'{entry}, grant {j}: "tables" must be a non-empty glob, e.g. "orders*" or "db.*".')
-        if not isinstance(allow, list) or not allow or any(a not in GRANTS for a in allow):
-            raise AuthConfigError(f'{entry}, grant {j}: "allow" must list some of {", ".join(GRANTS)}; got {allow!r}.')
-        grants.append(Grant(tables, frozenset(allow)))
-    return tuple(grants)
