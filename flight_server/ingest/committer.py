@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import structlog
 
+from flight_server.ingest.batch_queue import BatchQueue, CommitPolicy, default_queue_bytes
 from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.paimon import compat
 from flight_server.wire import allocator
@@ -47,17 +48,10 @@ END = object()  # the last item of a stream's ack queue (or the stream's error, 
 # queue is empty (the end of a burst).
 TRIM_AFTER_BYTES = 16 << 20
 TRIM_EVERY_S = 2.0
-COALESCE_ROWS = 65536  # a writer takes queued batches up to this many rows into one write ...
-COALESCE_BYTES = 8 << 20  # ... or this many bytes (one batch at least)
 DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # the other half receives, acks and maintains
 EXCLUSIVE_ATTEMPTS = 3  # group commits tried before a staged job's commit gives up (they keep failing)
 STAGED_ROWS_TIMEOUT_S = 3600.0  # how long a staged job's commit may take to write its rows (commit_rows)
 SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
-
-
-def default_queue_bytes(commit_bytes: int) -> int:
-    """What may wait for a writer: a quarter of a commit, at least 4 MiB and at most 16."""
-    return max(4 << 20, min(16 << 20, commit_bytes // 4))
 
 
 class WriteStream:
@@ -126,6 +120,7 @@ class TableCommitter:
         self.table, self.identity = table, compat.table_identity(table)
         self._table = compat.native_write_table(table)
         self.interval_s, self.commit_bytes = interval_s, commit_bytes
+        self.policy = CommitPolicy(interval_s, commit_bytes)
         self.queue_bytes = queue_bytes or default_queue_bytes(commit_bytes)
         self.producers = ProducerSeqs(table)
         self._on_commit = on_commit  # (table, rows, Arrow bytes, seconds, data file bytes) after each commit
@@ -133,9 +128,7 @@ class TableCommitter:
         self._cond = threading.Condition(lock)  # the rest: the commit thread, finishing and opening streams
         self._work = threading.Condition(lock)  # writer threads wait here for batches, seals, resets
         self._space = threading.Condition(lock)  # submitters wait here for room in the queue
-        self._queue: list[_Pending] = []  # waiting for a writer, in order
-        self._queued_bytes = self._queued_rows = 0
-        self._chunk_bytes = min(COALESCE_BYTES, self.queue_bytes // 2)  # a full queue is always a chunk
+        self._queue = BatchQueue(self.queue_bytes)  # _Pending batches waiting for a writer, in order
         self._order = 0
         self._flush_to: int | None = None  # a seal is coming: writers take what is queued up to this order
         self._writing = 0  # writers in the middle of a write
@@ -206,20 +199,18 @@ class TableCommitter:
                     stream.acks.put((seq, self.producers.snapshot_of(stream.producer)))
                     return
             nbytes = batch.get_total_buffer_size()  # a received batch's size (nbytes walks the buffers: 30x slower)
-            while self._queued_bytes >= self.queue_bytes:
+            while self._queue.full():
                 self._space.wait(0.1)
                 self._check(stream)
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
             self._order += 1
+            before = self._queue.bytes + self._written_bytes
             self._queue.append(_Pending(stream, seq, self._order, batch, nbytes, batch.num_rows))
-            before = self._queued_bytes + self._written_bytes
-            self._queued_bytes += nbytes
-            self._queued_rows += batch.num_rows
             stream.outstanding += 1
             if self._takeable():
                 self._work.notify()  # one writer thread, once a chunk is queued
-            if not before or before < self.commit_bytes <= before + nbytes:
+            if self.policy.crossed(before, nbytes):
                 self._cond.notify_all()  # the commit thread: a group starts, or is big enough to commit early
 
     def finish(self, stream: WriteStream, cancelled) -> None:
@@ -242,11 +233,8 @@ class TableCommitter:
             return dropped
 
     def _drop_queued(self, stream: WriteStream) -> int:
-        dropped = [p for p in self._queue if p.stream is stream]
+        dropped = self._queue.remove(lambda p: p.stream is stream)
         if dropped:
-            self._queue = [p for p in self._queue if p.stream is not stream]
-            self._queued_bytes -= sum(p.nbytes for p in dropped)
-            self._queued_rows -= sum(p.rows for p in dropped)
             stream.outstanding -= len(dropped)
             self._notify_everyone()
         return len(dropped)
@@ -258,7 +246,7 @@ class TableCommitter:
             self._closed = reason
             for stream in list(self._streams):
                 self._fail(stream, Unavailable(f"{stream.label}: {reason}; its unacked batches were not committed."))
-            self._queue, self._queued_bytes, self._queued_rows = [], 0, 0
+            self._queue.clear()
             self._notify_everyone()
 
     def settled(self, producer: str, timeout: float) -> None:
@@ -390,7 +378,7 @@ class TableCommitter:
     def stats(self) -> dict:
         """What `stats` shows of the table's durable writes on this server."""
         with self._cond:
-            return {"queued_batches": len(self._queue), "queued_bytes": self._queued_bytes,
+            return {"queued_batches": len(self._queue), "queued_bytes": self._queue.bytes,
                     "written_batches": len(self._written), "in_commit_batches": len(self._inflight),
                     "writers": self.writers, "write_cpu_s": [round(lane.cpu_s, 3) for lane in self._lanes],
                     "commit_cpu_s": round(self._commit_cpu_s, 3), "named_producers_writing": sorted(self._active),
@@ -496,26 +484,13 @@ class TableCommitter:
             self._cond.notify_all()
 
     def _takeable(self) -> bool:
-        """(Holding the lock.) Whether a writer should take from the queue now: a chunk's worth is
-        queued, or a seal is coming and batches before it are queued."""
-        if not self._queue or self._sealing or self._broken is not None:
-            return False
-        if self._flush_to is not None:
-            return self._queue[0].order <= self._flush_to
-        return self._queued_rows >= COALESCE_ROWS or self._queued_bytes >= self._chunk_bytes
+        """(Holding the lock.) Whether a writer should take from the queue now (BatchQueue.takeable),
+        unless a seal is taking what is written or a write failed."""
+        return not self._sealing and self._broken is None and self._queue.takeable(self._flush_to)
 
     def _take(self) -> list[_Pending]:
-        """The next batches off the queue for one write: up to COALESCE_ROWS rows / COALESCE_BYTES
-        (and not past a coming seal)."""
-        rows = nbytes = n = 0
-        for p in self._queue:
-            if n and (rows + p.rows > COALESCE_ROWS or nbytes + p.nbytes > COALESCE_BYTES
-                      or (self._flush_to is not None and p.order > self._flush_to)):
-                break
-            rows, nbytes, n = rows + p.rows, nbytes + p.nbytes, n + 1
-        chunk, self._queue = self._queue[:n], self._queue[n:]
-        self._queued_bytes -= nbytes
-        self._queued_rows -= rows
+        """The next batches off the queue for one write (BatchQueue.take)."""
+        chunk = self._queue.take(self._flush_to)
         for p in chunk:
             if p.stream.producer is not None:
                 self._unsettled[p.stream.producer] = self._unsettled.get(p.stream.producer, 0) + 1
@@ -561,9 +536,9 @@ class TableCommitter:
             with self._cond:
                 if not self._written and not self._queue and self._broken is None:
                     continue
-                while (self._written_bytes + self._queued_bytes < self.commit_bytes and self._closed is None
-                       and self._broken is None):
-                    left = self._last_start + self.interval_s - time.monotonic()
+                while self._closed is None and self._broken is None:
+                    left = self.policy.wait_s(self._written_bytes + self._queue.bytes,
+                                              time.monotonic() - self._last_start)
                     if left <= 0:
                         break
                     self._cond.wait(left)
@@ -635,7 +610,7 @@ class TableCommitter:
         self._flush_to = self._order
         self._work.notify_all()
         self._cond.wait_for(lambda: self._closed is not None or self._writing == 0 and (
-            self._broken is not None or not self._queue or self._queue[0].order > self._flush_to))
+            self._broken is not None or not self._queue or self._queue.first_order() > self._flush_to))
         self._flush_to, self._sealing = None, True
         group = sorted(self._written, key=lambda p: p.order)
         self._written, self._written_bytes = [], 0
