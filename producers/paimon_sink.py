@@ -8,8 +8,8 @@ reconnects, asks `producer_state` and resends only what the table lacks: exactly
 An unnamed producer cannot know which of its unacked batches were committed, so a lost
 connection is an error naming how many were unacked (at-least-once if the caller resends).
 
-Every call a sink makes goes through one retry policy (`retrying`): after an error that says the
-server went away (`retryable`: UNAVAILABLE, CANCELLED) it is made again, with backoff, until
+Every call a sink makes goes through one retry policy (`retrying`, with tenacity): after an error that
+says the server went away (`retryable`: UNAVAILABLE, CANCELLED) it is made again, with backoff, until
 `reconnect_timeout`; any other error (NOT_FOUND, INVALID_ARGUMENT, PERMISSION_DENIED,
 UNAUTHENTICATED, ...) is the server's answer and is raised at once. That covers the sink's first
 calls (the table's schema, `producer_state`, the stream; for any producer, as nothing is sent
@@ -32,6 +32,7 @@ from typing import NamedTuple, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
+import tenacity
 
 from flight_server.wire import messages, names
 from flight_server.wire.errors import Cancelled, CommitRaced, Unavailable, error_message, from_flight
@@ -94,19 +95,21 @@ def retrying(what: str, timeout: float, attempt: Callable[[], T], cause: BaseExc
     """`attempt()`, made again while it fails `retryable`, with backoff, for at most `timeout` s;
     then SinkError saying it could not `what` (raised from `cause`, else the last error). Any other
     error is raised at once: retrying a user's mistake would only hide it until the deadline."""
-    deadline = time.monotonic() + timeout
-    delay = _FIRST_DELAY_S
-    while True:
-        try:
-            return attempt()
-        except Exception as e:  # noqa: BLE001 - sorted by `retryable`; the rest is raised as it came
-            if not retryable(e):
-                raise
-            if time.monotonic() + delay > deadline:
-                raise SinkError(f"Could not {what} within {timeout} s: {error_message(e)}") from (cause or e)
-            log.debug("sink_call_retried", call=what, error=error_message(e), delay_s=delay)
-            time.sleep(delay)  # backoff while the server restarts: nothing to wait on but time
-            delay = min(delay * 2, _MAX_DELAY_S)
+
+    def give_up(state: tenacity.RetryCallState):
+        e = state.outcome.exception()
+        raise SinkError(f"Could not {what} within {timeout} s: {error_message(e)}") from (cause or e)
+
+    def logged(state: tenacity.RetryCallState) -> None:
+        log.debug("sink_call_retried", call=what, error=error_message(state.outcome.exception()),
+                  delay_s=state.upcoming_sleep)
+
+    # No attempt starts past the deadline: stop before a sleep that would end after it.
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception(retryable), stop=tenacity.stop_before_delay(timeout),
+        wait=tenacity.wait_exponential(multiplier=_FIRST_DELAY_S, max=_MAX_DELAY_S),
+        before_sleep=logged, retry_error_callback=give_up,
+    )(attempt)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pyarrow as pa
+import tenacity
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
@@ -33,9 +34,17 @@ def offset(snapshot: int) -> dict:
     return {names.SNAPSHOT: snapshot}
 
 
-_PROTECT_ATTEMPTS = 5
+_PROTECT_ATTEMPTS = 5  # a full scan's snapshot chosen again after it expired before it was recorded
 _MAX_PROBES = 1000  # snapshots inspected per trigger when admitting by rows, bytes or files
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # as Spark's Kafka source's maxTriggerDelay
+
+
+class _Expired(SourceError):
+    """The full scan's snapshot expired before the consumer recorded it: chosen again."""
+
+
+def _expired(error: BaseException) -> bool:
+    return isinstance(error, SourceError) and "expired" in str(error)
 
 
 @contextlib.contextmanager
@@ -124,20 +133,28 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _protected_full_scan(self) -> int:
         """The first batch's full-scan snapshot, recorded as the consumer's next snapshot before it
         is read (so expiry keeps it); a snapshot that expired between choosing and recording it
-        (a busy table) is chosen again."""
-        for _ in range(_PROTECT_ATTEMPTS):
-            end = self._admit(0)
-            if end == 0:
-                return end
+        (a busy table) is chosen again, at once (the next one is there already)."""
+
+        def give_up(state: tenacity.RetryCallState):
+            raise SourceError(
+                f"{self.opts.target}: the snapshot of the first batch's full scan expired {_PROTECT_ATTEMPTS} "
+                f"times before its consumer {self.opts.consumer_id!r} could keep it; raise "
+                "snapshot.time-retained or snapshot.num-retained.min.") from state.outcome.exception().__cause__
+
+        return tenacity.Retrying(retry=tenacity.retry_if_exception_type(_Expired),
+                                 stop=tenacity.stop_after_attempt(_PROTECT_ATTEMPTS),
+                                 retry_error_callback=give_up)(self._protect_once)
+
+    def _protect_once(self) -> int:
+        end = self._admit(0)
+        if end != 0:
             try:
                 self._record(end)
-                return end
             except SourceError as e:
-                if "expired" not in str(e):
-                    raise
-        raise SourceError(f"{self.opts.target}: the snapshot of the first batch's full scan expired "
-                          f"{_PROTECT_ATTEMPTS} times before its consumer {self.opts.consumer_id!r} could keep it; "
-                          "raise snapshot.time-retained or snapshot.num-retained.min.")
+                if _expired(e):  # recording's "expired" is chosen again; choosing's errors are not
+                    raise _Expired(str(e)) from e
+                raise
+        return end
 
     def _admit(self, begin: int) -> int:
         latest = self._latest() if self._target is None else self._target

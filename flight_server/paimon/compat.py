@@ -14,6 +14,7 @@ import os
 import uuid
 
 import pyarrow as pa
+import tenacity
 from pypaimon import CatalogFactory
 from pypaimon.catalog.catalog_exception import (
     DatabaseNotExistException, TableAlreadyExistException, TableNotExistException,
@@ -330,22 +331,26 @@ def split_sort_key(split) -> tuple:
     return partition, split.bucket, first
 
 
+@tenacity.retry(retry=tenacity.retry_if_exception_type(FileNotFoundError), stop=tenacity.stop_after_attempt(100),
+                reraise=True)
+def _hinted_earliest(snapshot_manager):
+    """pypaimon's earliest snapshot by its EARLIEST hint, read again (at once) while it names a
+    snapshot that expired between pypaimon's existence check and its read."""
+    return snapshot_manager.try_get_earliest_snapshot()
+
+
 def earliest_snapshot_id(snapshot_manager) -> int | None:
     """The earliest snapshot id, None when there is none (pypaimon raises on an empty table). Where
     pypaimon's EARLIEST hint fails it (torn, or over 300 snapshots behind), the snapshot directory
     is listed, as Java Paimon's findEarliest does."""
     if snapshot_manager.get_latest_snapshot() is None:
         return None
-    for _ in range(100):
-        try:
-            snap = snapshot_manager.try_get_earliest_snapshot()
-        except FileNotFoundError:  # expired between pypaimon's existence check and its read: look again
-            continue
-        except (RuntimeError, ValueError):  # the hint is torn or far behind: list
-            break
-        if snap is not None:
-            return snap.id
-        break
+    try:
+        snap = _hinted_earliest(snapshot_manager)
+    except (FileNotFoundError, RuntimeError, ValueError):  # still expiring under us; or the hint is torn or far behind
+        snap = None
+    if snap is not None:
+        return snap.id
     listed = listed_snapshot_ids(snapshot_manager)
     return listed[0] if listed else None
 
