@@ -71,7 +71,8 @@ def bench_selective(spark, uri: str, metrics_url: str, warehouse: str, rows: int
     part3 = sorted(glob.glob(f"{root}/p=3/**/*.parquet", recursive=True))
 
     def flight():
-        return spark.read.format("flight-paimon").option("uri", uri).option("table", table).load()
+        return spark.read.format("flight-paimon").option("uri", uri).option("table", table) \
+            .option("read.filter-pushdown", "true").load()
 
     queries = {
         "one_partition": (lambda: flight().where("p = 3").agg(F.count("*"), F.sum("x")).collect(),

@@ -77,7 +77,9 @@ class BatchReader(DataSourceReader):
         self.filter: tuple[tuple, ...] = ()
 
     def _push(self, filters):
-        if self.opts.table and not self.opts.changelog:  # a changelog's -U/-D rows are left to Spark
+        # Asked for by the read (PySpark 4.3 can hand a planning's filters to reads they were not
+        # planned for: spark_reader/README.md); a changelog's -U/-D rows are left to Spark.
+        if self.opts.table and self.opts.filter_pushdown and not self.opts.changelog:
             self.filter = pushdown.conditions(filters, self.spark_schema)
         return filters  # Spark applies every filter: the server's pruning only has to be a superset
 

@@ -113,7 +113,8 @@ def test_reused_connect_dataframe_is_exact_with_pushdown(connect, warehouse):
         table = paimon.create("pushed", buckets=2)
         paimon.commit(table, rows(0, 2000))
         with pushdown(connect):
-            df = connect.read.format("flight-paimon").option("uri", server.uri).option("table", table).load()
+            df = connect.read.format("flight-paimon").option("uri", server.uri).option("table", table) \
+                .option("read.filter-pushdown", "true").load()
             full, full_bytes = moved(server, table, df.count)
             count, pruned = moved(server, table, lambda: df.filter("id >= 1990").count())
             after, again = moved(server, table, df.count)

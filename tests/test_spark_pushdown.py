@@ -66,8 +66,9 @@ def moved(server, table: str, action):
     return result, served_bytes(server, table) - before
 
 
-def load(session, uri: str, table: str):
-    return session.read.format("flight-paimon").option("uri", uri).option("table", table).load()
+def load(session, uri: str, table: str, pushdown: bool = True):
+    return session.read.format("flight-paimon").option("uri", uri).option("table", table) \
+        .option("read.filter-pushdown", str(pushdown).lower()).load()
 
 
 @pytest.mark.timeout(240)
@@ -96,6 +97,9 @@ def test_filters_are_hints_without_the_conf(fp, server, paimon):
         got, part_bytes = moved(server, table, lambda: load(fp, server.uri, table).where("p = 3").count())
     assert (full, got) == (PARTS * PER_PART, PER_PART)
     assert part_bytes == full_bytes
+    with pushdown(fp):  # the conf on, the read not asking: nothing pruned
+        got, part_bytes = moved(server, table, lambda: load(fp, server.uri, table, pushdown=False).where("p = 3").count())
+    assert got == PER_PART and part_bytes == full_bytes
 
 
 @pytest.mark.timeout(300)
@@ -127,7 +131,7 @@ def test_reused_dataframe_is_exact_with_pushdown(fp, server, paimon):
         assert df.filter("id >= 4400").count() == 100
         assert sorted(r.id for r in df.select("id").collect()) == list(range(4500))
         snap = fp.read.format("flight-paimon").option("uri", server.uri).option("table", table) \
-            .option("scan.snapshot-id", "1").load()
+            .option("scan.snapshot-id", "1").option("read.filter-pushdown", "true").load()
         assert snap.filter("id >= 3990").count() == 10 and snap.count() == 4000
 
 
