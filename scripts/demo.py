@@ -465,8 +465,9 @@ def _commit_each(client, name: str, batches, report_every: int, what: str) -> No
                 state = client.stats(name)["maintenance"].get(name, {})
                 print(f"{n} {what}, {n * b.num_rows} rows written: {state.get('snapshots')} snapshots kept, "
                       f"{state.get('data_files')} data files, {state.get('compactions')} compactions so far "
-                      f"(rewrote {state.get('compacted_bytes', 0) / 2**20:.1f} MiB for "
-                      f"{state.get('data_bytes', 0) / 2**20:.1f} MiB of files)", flush=True)
+                      f"(rewrote {state.get('compacted_bytes', 0) / 2**20:.2f} MiB of the "
+                      f"{state.get('ingested_bytes', 0) / 2**20:.2f} MiB committed: write amplification "
+                      f"{state.get('write_amplification')}, size tiers)", flush=True)
 
 
 def demo_maintenance(uri: str) -> None:
