@@ -5,8 +5,8 @@ append table (bucket -1) for `--seconds`, from in-process producers:
 - `small`: 2 producers of 250-row batches at 20/s each (40 batches/s, the 124x run of the issue);
 - `full`: 1 producer of 1,000-row batches as fast as the server takes them;
 - `big`: 1 producer of 64k-row batches as fast as the server takes them.
-Every `--sample-s` it records the server's `stats` (ingested and compacted bytes, data files) and
-its RSS. At the end the producers stop, maintenance settles (`due` false: the rounds after the
+Every `--sample-s` it records the server's `stats` (ingested and compacted bytes, data files), its
+RSS and its compaction worker's. At the end the producers stop, maintenance settles (`due` false: the rounds after the
 last commit and the settling round), and the table's full read through Flight is timed against a
 table holding the same rows in one commit (pypaimon's writer), `--reads` each, alternating.
 
@@ -156,7 +156,9 @@ def run(workload: str, seconds: float, sample_s: float, reads: int) -> dict:
                 time.sleep(min(sample_s, max(0.0, seconds - (time.monotonic() - start))))
                 state = client.stats(table)["maintenance"].get(table, {})
                 cpu = proc.cpu_times()
+                workers = sum(c.memory_info().rss for c in proc.children(recursive=True)) / 2**20
                 samples.append({"t_s": round(time.monotonic() - start, 1), "rss_mib": proc.memory_info().rss / 2**20,
+                                "worker_rss_mib": workers,
                                 "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system,
                                 **{k: state.get(k) for k in ("ingested_bytes", "compacted_bytes", "write_amplification",
                                                              "data_files", "data_bytes", "snapshots")}})
