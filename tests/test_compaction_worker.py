@@ -87,3 +87,35 @@ def test_a_worker_killed_mid_rewrite_fails_one_round_and_the_next_starts_another
     _, whole = read_all(client, command({"table": "db.t"}))
     assert sorted(whole.column("id").to_pylist()) == sorted(
         i for b in [*big, ingest_rows(5, 20)] for i in b.column("id").to_pylist())
+
+
+def test_the_workers_rewrites_keep_no_footers_of_the_files_they_read(paimon, warehouse):
+    """pypaimon keeps every data file it reads (its Parquet footer, as a pyarrow Dataset) in a
+    process-wide cache of up to 4,096 files; a rewrite reads each file once before it is
+    replaced, so in the worker that cache only grew (~40 KiB of RSS a file): its catalog turns it off."""
+    from pypaimon.read.reader import format_pyarrow_reader as footers
+
+    from flight_server.maintenance import workers
+    from flight_server.paimon import compat
+    from tests.paimon_tables import rows
+
+    name = paimon.create("t", buckets=-1)
+    for i in range(5):
+        paimon.commit(name, rows(i * 10, 10))
+
+    def rewrite(catalog) -> set[str]:
+        table = catalog.get_table(name)
+        store = store_module.TableStore(table, name)
+        files = [f for group in store.live_files(store.latest()).values() for f in group]
+        assert len(files) == 5
+        workers._rewrite(catalog, name, table.table_schema.id, files)
+        return {f.name for f in files}
+
+    def cached() -> set[str]:
+        cache = footers._FILE_FORMAT_DATASET_CACHE
+        return set() if cache is None else {key[2].rsplit("/", 1)[-1] for key in list(cache._entries)}
+
+    read = rewrite(compat.create_catalog(warehouse))  # pypaimon's default, as the serving process reads
+    assert read <= cached()
+    read = rewrite(workers.worker_catalog(warehouse, {}))
+    assert not read & cached()
