@@ -12,6 +12,14 @@ Goals: 100 tables x 5 batches/s of 1,000 rows: ack p50 <= 150 ms, p99 <= 500 ms;
 Usage: .venv/bin/python scripts/bench_tables.py [--tables 100] [--rate 5] [--rows 1000] [--seconds 60]
        [--procs 4] [--json F]
        .venv/bin/python scripts/bench_tables.py --tables 500 --rate 1
+
+`--floor` measures instead what pypaimon alone can commit, no server, no logic: one thread writes
+a `--rows` batch into each of `--tables` tables in turn (native writer, a stream write and commit
+per table) and commits it, `--rounds` times; commits a second and CPU ms a commit. A server over
+pypaimon commits at most that often in one interpreter: N tables at R batches/s want N x R
+commits a second for each batch to be acked within a commit interval.
+
+       .venv/bin/python scripts/bench_tables.py --floor [--tables 100] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -144,6 +152,44 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int) -> dict
             "server_cores": round(cpu / elapsed, 2), "mean_ms": round(statistics.mean(lat), 1)}
 
 
+def floor(tables: int, rounds: int, rows: int) -> dict:
+    """pypaimon alone committing a batch into each table in turn (see the module's docstring)."""
+    import pyarrow as pa
+    from pypaimon import CatalogFactory
+
+    from bench_ingest import SCHEMA, make_batches
+    from flight_server.paimon import compat
+
+    with tempfile.TemporaryDirectory(prefix="bench-tables-floor-") as tmp:
+        catalog = CatalogFactory.create({"warehouse": tmp})
+        writers = []
+        for i in range(tables):
+            compat.create_table(catalog, f"db.t{i}", SCHEMA, None, None, {"bucket": "-1"})
+            builder = compat.native_write_table(catalog.get_table(f"db.t{i}")).new_stream_write_builder()
+            writers.append((builder.new_write(), builder.new_commit()))
+        batch = pa.Table.from_batches(make_batches(rows, 1))
+        for w, c in writers[:2]:  # the native writer loaded outside the clock
+            w.write_arrow(batch)
+            c.commit(w.prepare_commit(0), 0)
+        write_s = commit_s = 0.0
+        cpu0, start, n = time.process_time(), time.perf_counter(), 0
+        for r in range(1, rounds + 1):
+            for w, c in writers:
+                a = time.process_time()
+                w.write_arrow(batch)
+                messages = w.prepare_commit(r)
+                b = time.process_time()
+                c.commit(messages, r)
+                write_s, commit_s, n = write_s + b - a, commit_s + time.process_time() - b, n + 1
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+        for w, c in writers:
+            w.close()
+            c.close()
+    return {"floor": "pypaimon alone, one thread", "tables": tables, "rows": rows, "commits": n,
+            "commits_s": round(n / wall, 1), "cpu_ms_per_commit": round(cpu * 1000 / n, 2),
+            "write_prepare_cpu_ms": round(write_s * 1000 / n, 2), "commit_cpu_ms": round(commit_s * 1000 / n, 2)}
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--role":
         role_producers(*sys.argv[2:])
@@ -155,8 +201,13 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--json")
+    ap.add_argument("--floor", action="store_true", help="pypaimon alone: how many commits a second it makes")
+    ap.add_argument("--rounds", type=int, default=5, help="--floor: commits into each table")
     args = ap.parse_args()
-    result = run(args.tables, args.rate, args.rows, args.seconds, args.procs)
+    if args.floor:
+        result = floor(args.tables, args.rounds, args.rows)
+    else:
+        result = run(args.tables, args.rate, args.rows, args.seconds, args.procs)
     print(json.dumps(result), flush=True)
     if args.json:
         with open(args.json, "w") as f:
