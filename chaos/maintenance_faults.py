@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import uuid
 
+import psutil
 from pypaimon import CatalogFactory
 
 from chaos.harness import Context, Run, scenario, wrong_error
@@ -189,3 +190,67 @@ scenario("maintenance", "idle named producer past retention through compactions,
 scenario("maintenance", "idle named producer past retention through an outside writer's commits, stop, restart",
          "the resumed producer writes nothing twice and loses nothing; the outside rows are all there once",
          short=1, full=20)(lambda ctx: _idle_past_retention(ctx, outside=True))
+
+
+def _compaction_worker(server_pid: int):
+    """The server's compaction worker process (spawned: its command line runs spawn_main), or None."""
+    for child in psutil.Process(server_pid).children(recursive=True):
+        try:
+            if "spawn_main" in " ".join(child.cmdline()):
+                return child
+        except psutil.NoSuchProcess:
+            continue
+    return None
+
+
+def _worker_killed(ctx: Context) -> Run:
+    """SIGKILL the server's compaction worker at random moments (up to 3 times) while producers
+    write and maintenance compacts: each kill fails a round; the next round starts another worker."""
+    args = ("--commit-interval-ms", "20", "--maintenance-interval-ms", "100")
+    server = ctx.own_server(*args)
+    uri = server.uri
+    client = Client(uri, timeout=30)
+    table = f"db.w{uuid.uuid4().hex[:8]}"
+    client.create_table(table, SCHEMA, options=OPTIONS)
+    named = [ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", f"p{i}", "--batches",
+                        str(BATCHES), "--rows", str(ROWS), "--rate", "40") for i in range(PRODUCERS)]
+    for proc in named:
+        if not proc.stdout.readline().startswith("sent"):
+            raise wrong_error(f"a producer did not start: {proc.stderr.read()[-300:]}")
+    kills = 0
+    try:
+        for _ in range(3):
+            ctx.wait_for(lambda: _compaction_worker(server.proc.pid) is not None or all(
+                p.poll() is not None for p in named), "a compaction worker", timeout=60)
+            worker = _compaction_worker(server.proc.pid)
+            if worker is None:
+                break
+            ctx.sleep_random(0.0, 1.0)
+            try:
+                worker.send_signal(signal.SIGKILL)
+                kills += 1
+            except psutil.NoSuchProcess:  # it ended by itself meanwhile: not a kill
+                continue
+            ctx.wait_for(lambda w=worker: not w.is_running() or w.status() == "zombie", "the killed worker")
+        for i, proc in enumerate(named):
+            if ctx.exited(proc, f"named producer p{i}", timeout=120) != 0:
+                raise wrong_error(f"named producer p{i} failed: {proc.stderr.read()[-300:]}")
+        client.action("compact", {"table": table})  # by hand, in a worker again: what the kills left
+        ctx.wait_for(lambda: not client.stats(table)["maintenance"].get(table, {"due": True})["due"],
+                     "maintenance after the last commit", timeout=120)
+        state = client.stats(table)["maintenance"][table]
+        if state["last_error"]:
+            raise wrong_error(f"maintenance after the kills failed: {state['last_error']}")
+    finally:
+        client.close()
+    found = kept_snapshots_read_whole(ctx.warehouse(), table)
+    if found:
+        raise wrong_error(found)
+    held, lost, duplicated = named_batches_held(ctx.warehouse(), table, PRODUCERS, BATCHES)
+    return Run(detail=f"{len(held)} batches held; worker killed {kills}x; {state['compactions']} compactions",
+               lost=lost, duplicated=duplicated)
+
+
+scenario("maintenance", "compaction worker SIGKILLed mid-rewrite, up to 3 times",
+         "durable named producers: exactly-once; every kept snapshot reads whole; the next round starts "
+         "another worker", short=1, full=20)(_worker_killed)

@@ -143,7 +143,10 @@ def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
             result = (True, _FUNCTIONS[fn](catalog, *args))
         except Exception as e:  # noqa: BLE001 - sent to the maintainer, which reports it
             result = (False, _sendable(e))
-        conn.send(result)
+        try:
+            conn.send(result)
+        except (BrokenPipeError, EOFError):  # the server died mid-rewrite: what this wrote is an orphan
+            return
 
 
 def worker_catalog(warehouse: str, options: dict[str, str]):
