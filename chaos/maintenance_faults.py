@@ -203,6 +203,13 @@ def _compaction_worker(server_pid: int):
     return None
 
 
+def _gone(process) -> bool:
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # reaped between the two calls
+        return True
+
+
 def _worker_killed(ctx: Context) -> Run:
     """SIGKILL the server's compaction worker at random moments (up to 3 times) while producers
     write and maintenance compacts: each kill fails a round; the next round starts another worker."""
@@ -231,7 +238,7 @@ def _worker_killed(ctx: Context) -> Run:
                 kills += 1
             except psutil.NoSuchProcess:  # it ended by itself meanwhile: not a kill
                 continue
-            ctx.wait_for(lambda w=worker: not w.is_running() or w.status() == "zombie", "the killed worker")
+            ctx.wait_for(lambda w=worker: _gone(w), "the killed worker")
         for i, proc in enumerate(named):
             if ctx.exited(proc, f"named producer p{i}", timeout=120) != 0:
                 raise wrong_error(f"named producer p{i} failed: {proc.stderr.read()[-300:]}")
