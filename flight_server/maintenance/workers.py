@@ -130,6 +130,8 @@ def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
     closes."""
     import signal
 
+    from flight_server.wire import allocator
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which stops this
     sys.stdout = sys.stderr  # the server's stdout says where it listens: nothing else goes there
     catalog = worker_catalog(warehouse, options)
@@ -143,9 +145,9 @@ def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
             result = (True, _FUNCTIONS[fn](catalog, *args))
         except Exception as e:  # noqa: BLE001 - sent to the maintainer, which reports it
             result = (False, _sendable(e))
-        try:
-            conn.send(result)
-        except (BrokenPipeError, EOFError):  # the server died mid-rewrite: what this wrote is an orphan
+        result_sent = _send(conn, result)
+        allocator.release_free_memory()  # a rewrite's batches are freed: give their pages back
+        if not result_sent:
             return
 
 
@@ -157,6 +159,15 @@ def worker_catalog(warehouse: str, options: dict[str, str]):
     from flight_server.paimon import compat
 
     return compat.create_catalog(warehouse, {**options, FOOTER_CACHE: "0"})
+
+
+def _send(conn, result) -> bool:
+    """Answer the server; False when it is gone (it died mid-rewrite: what this wrote is an orphan)."""
+    try:
+        conn.send(result)
+        return True
+    except (BrokenPipeError, EOFError):
+        return False
 
 
 def _store(catalog, name: str, schema_id: int):
