@@ -215,6 +215,21 @@ def test_altered_or_foreign_ticket_is_refused(garbage, position):
             codec.decode(bad)
 
 
+def test_every_altered_byte_of_a_ticket_is_refused():
+    """Base64 decoding skips stray characters and unused bits: a signature altered there decoded
+    to the same bytes and was taken (52 of 38,600 single-byte changes, found by the Hypothesis test
+    above once tickets carried their planning time)."""
+    codec = TicketCodec(b"k" * 32)
+    for trial in range(20):
+        ticket = codec.encode(PushTicket("t", "u", trial))
+        for i in range(len(ticket)):
+            for flip in (0x01, 0x5A, 0x80):
+                altered = bytearray(ticket)
+                altered[i] ^= flip
+                with pytest.raises(InvalidRequest):
+                    codec.decode(bytes(altered))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8)),
                     lambda inner: st.one_of(st.lists(inner, max_size=3),
