@@ -638,11 +638,47 @@ def test_a_quiet_bucket_settles_to_a_file_per_4_mib_besides_the_first():
     from flight_server.maintenance.options import MaintenanceOptions
 
     opts = MaintenanceOptions()
+    plenty = 1 << 40
     names = lambda files: [f.name for f in files]  # noqa: E731
-    assert names(settle_pick(_files(*[20_000] * 12), opts)) == [f"f{i}" for i in range(12)], "a small bucket: one file"
-    assert settle_pick(_files(5 << 20, 20_000), opts) == [], "one file per 4 MiB of data besides the first"
-    assert names(settle_pick(_files(12 << 20, *[20_000] * 6), opts)) == ["f3", "f4", "f5", "f6"], "the newest merge"
-    assert settle_pick(_files(20 << 20, 20 << 20, 20 << 20), opts) == [], "part files stay"
+    assert names(settle_pick(_files(*[20_000] * 12), opts, plenty)) == [f"f{i}" for i in range(12)], \
+        "a small bucket: one file"
+    assert settle_pick(_files(5 << 20, 20_000), opts, plenty) == [], "one file per 4 MiB of data besides the first"
+    assert names(settle_pick(_files(12 << 20, *[20_000] * 6), opts, plenty)) == ["f1", "f2", "f3", "f4"], \
+        "the smallest merge"
+    assert settle_pick(_files(20 << 20, 20 << 20, 20 << 20), opts, plenty) == [], "part files stay"
+    assert names(settle_pick(_files(3 << 20, 20_000, 20_000), opts, 100_000)) == ["f1", "f2"], \
+        "within the budget: the large file waits"
+    assert settle_pick(_files(3 << 20, 20_000), opts, 100_000) == [], "one file within the budget is no merge"
+
+
+def test_settling_a_table_that_commits_once_per_quiet_spell_rewrites_a_byte_a_few_times():
+    """A commit, then a settling round, again and again (a producer slower than settle_s): with
+    the budget, settling's rewrites stay within SETTLE_COST per byte (without it, each settle
+    rewrote the growing file: 75x for 20 KB commits), and the bucket keeps few files."""
+    from flight_server.maintenance.compaction import SETTLE_COST, pick, settle_pick
+    from flight_server.maintenance.options import MaintenanceOptions
+    from flight_server.maintenance.store import LiveFile
+
+    opts = MaintenanceOptions()
+    for commit in (1_000, 20_000, 100_000):
+        files: list = []
+        rewritten = written = unsettled = 0
+        most = 0
+        for n in range(1, 3001):
+            files.append(LiveFile(None, f"c{n}", commit, 1, n, 0))
+            written += commit
+            unsettled += commit
+            for chosen in iter(lambda: pick(files, opts), []):  # the rounds after the commit
+                rewritten += sum(f.size for f in chosen)
+                files = [f for f in files if f not in chosen] + [LiveFile(None, f"m{n}", sum(f.size for f in chosen), 1, n, 0)]
+            chosen = settle_pick(files, opts, SETTLE_COST * unsettled)  # the quiet spell
+            if chosen:
+                rewritten += sum(f.size for f in chosen)
+                files = [f for f in files if f not in chosen] + [LiveFile(None, f"s{n}", sum(f.size for f in chosen), 1, n, 0)]
+                unsettled = 0
+            most = max(most, len(files))
+        assert rewritten / written <= SETTLE_COST + 4, (commit, rewritten / written)
+        assert most <= 40, (commit, most)
 
 
 def test_part_files_wait_until_they_add_up_to_the_target(fast, warehouse):

@@ -16,8 +16,9 @@ rewritten O(log(target / a commit's size)) times whatever the commit rate, never
   rewritten once into target-size files, as Java Paimon's AppendOnlyCompactManager picked (a
   window that slides past a file too large to join min-file-num others under the target).
 - once a table has been quiet (no commit for the maintainer's settle_s), `settle_pick` merges the
-  newest tiny files of each bucket until it holds at most one file per READ_FILE_BYTES (4 MiB) of
-  data besides the first: over Flight a file costs a full read what about 0.6 MB of rows do
+  smallest tiny files of each bucket until it holds at most one file per READ_FILE_BYTES (4 MiB) of
+  data besides the first, within a budget of SETTLE_COST bytes per byte committed since the last
+  settling merge (so a table that commits once per quiet spell is not rewritten whole each time): over Flight a file costs a full read what about 0.6 MB of rows do
   (11.7 ms; a 66 MB table in 23 files read 1.21x of one, scripts/bench_amplification.py), so a
   quiet table reads within about 1.15x of the same rows in one commit. It rewrites at most the
   bucket's tiny files (< the part size) once per quiet spell.
@@ -82,14 +83,29 @@ def _tier_run(tiny: list[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
     return []
 
 
-def settle_pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
-    """The newest tiny files of a quiet bucket that, merged into one, leave it at most one file
-    per READ_FILE_BYTES besides the first (oldest first), or []."""
+SETTLE_COST = 4  # settling rewrites at most this many bytes per byte committed since its last merge
+
+
+def settle_pick(files: Sequence[LiveFile], opts: MaintenanceOptions, budget: int) -> list[LiveFile]:
+    """The smallest tiny files of a quiet bucket that, merged into one, leave it at most one file
+    per READ_FILE_BYTES besides the first, as many as `budget` bytes allow (in the bucket's
+    order), or []. The budget (SETTLE_COST x the bytes committed since the table's last settling
+    merge) keeps a table that commits once per quiet spell from rewriting a growing file each time:
+    its files then merge once the new ones are worth it, and settling adds at most SETTLE_COST
+    rewrites per byte."""
     tiny = [f for f in files if f.size < opts.part_file_size]
     extra = len(files) - 1 - sum(f.size for f in files) // READ_FILE_BYTES
     if extra <= 0 or len(tiny) < 2:
         return []
-    return tiny[-min(len(tiny), extra + 1, opts.max_file_num):]
+    chosen: list[LiveFile] = []
+    spent = 0
+    for f in sorted(tiny, key=lambda f: f.size)[:min(len(tiny), extra + 1, opts.max_file_num)]:
+        if spent + f.size > budget:
+            break
+        chosen.append(f)
+        spent += f.size
+    picked = {id(f) for f in chosen}
+    return [f for f in tiny if id(f) in picked] if len(chosen) >= 2 else []
 
 
 def _oldest_parts(parts: list[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
@@ -179,11 +195,11 @@ class CompactResult:
 
 
 def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None = None,
-            full: bool = False, commit_with=None, uncommitted=None, settle: bool = False,
+            full: bool = False, commit_with=None, uncommitted=None, settle: int | None = None,
             worker: RewriteWorker | None = None) -> CompactResult:
     """Compact the buckets of the latest snapshot that need it (all small files of every bucket when
-    `full`, as Paimon's `compact` procedure does by hand; a quiet append table's `settle_pick` when
-    `settle`), one COMPACT commit per bucket.
+    `full`, as Paimon's `compact` procedure does by hand; a quiet append table's `settle_pick` with
+    a budget of `settle` bytes, when given), one COMPACT commit per bucket.
     `commit_with(fn)` runs a commit where it cannot race this server's own (the table's committer).
     `uncommitted(files)` is told the files (name -> (path, size)) a commit that failed wrote: no
     snapshot names them, and only orphan removal deletes them. `worker` rewrites the files (in a
@@ -201,7 +217,7 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
         if newer > store.table.table_schema.id:  # the schema changed since this round loaded the table
             log.info("compaction_deferred", table=store.name, schema_id=newer, reason="a newer schema: next round")
             continue
-        if rewriter is not None and settle:  # a merge tree's runs are what universal compaction left
+        if rewriter is not None and settle is not None:  # a merge tree's runs: universal compaction's
             continue
         if rewriter is not None:
             messages, chosen, upgraded = _merge_bucket(store, rewriter, files, opts, full, worker)
@@ -209,7 +225,7 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
             if full:
                 chosen = [f for f in files if f.size < opts.compaction_file_size]
             else:
-                chosen = settle_pick(files, opts) if settle else pick(files, opts)
+                chosen = settle_pick(files, opts, settle) if settle is not None else pick(files, opts)
             messages = worker.rewrite(store, chosen) if len(chosen) >= 2 else []
         if not messages:
             continue

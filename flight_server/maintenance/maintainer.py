@@ -48,6 +48,7 @@ class TableState:
     compactions: int = 0
     compacted_bytes: int = 0  # bytes of the files compactions rewrote
     ingested_bytes: int = 0  # bytes of the data files this server's group commits wrote
+    unsettled_bytes: int = 0  # of those, written since the last settling merge (its budget)
     last_compaction: dict | None = None
     expiries: int = 0
     last_expiry: dict | None = None
@@ -106,6 +107,7 @@ class Maintainer:
         state = self._state(table)
         with self._cond:
             state.ingested_bytes += file_bytes
+            state.unsettled_bytes += file_bytes
             self._settle[table] = time.monotonic() + self.settle_s
             self._want_round(table)
 
@@ -200,8 +202,12 @@ class Maintainer:
                 raise failed
             if more:
                 return {"more": True}
-            if settle and compacts and self._compact(name, store, opts, None, full=False, settle=True)["snapshots"]:
-                return {"more": True}  # expiry of what it replaced, in the next round
+            if settle and compacts:
+                state = self._state(name)
+                budget = compaction.SETTLE_COST * state.unsettled_bytes
+                if self._compact(name, store, opts, None, full=False, settle=budget)["snapshots"]:
+                    state.unsettled_bytes = 0
+                    return {"more": True}  # expiry of what it replaced, in the next round
             if self._orphans_due(name):
                 try:
                     self._orphans(name, store, None)
@@ -228,7 +234,7 @@ class Maintainer:
             return result
 
     def _compact(self, name: str, store: TableStore, opts: MaintenanceOptions, partition, full: bool,
-                 settle: bool = False) -> dict:
+                 settle: int | None = None) -> dict:
         committer = self._committers(name)
         commit_with = None if committer is None else (lambda fn: committer.between_commits(fn, COMMIT_WAIT_S))
         state = self._state(name)
