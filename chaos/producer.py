@@ -67,6 +67,9 @@ def main() -> int:
     p.add_argument("--producer")
     p.add_argument("--end", choices=["marker", "plain-close", "error"], default="marker")
     p.add_argument("--deadline", type=float, help="the do_put call's deadline, seconds")
+    p.add_argument("--reconnect-timeout", type=float, default=120,
+                   help="seconds a named producer waits for its server to come back (a restart after a kill, "
+                        "and what a scenario checks before it, on a loaded machine)")
     args = p.parse_args()
     client = Client(args.uri, timeout=10)
     if args.end == "plain-close":
@@ -76,7 +79,7 @@ def main() -> int:
     if kind == "push":
         sink = client.sink(name, 0, call_timeout=args.deadline)
     else:
-        sink = client.paimon_sink(name, args.producer, call_timeout=args.deadline, reconnect_timeout=20)
+        sink = client.paimon_sink(name, args.producer, call_timeout=args.deadline, reconnect_timeout=args.reconnect_timeout)
     last = getattr(sink, "last_seq", None)  # a named Paimon producer resumes after the table's last seq
     first = 0 if last is None else last + 1
     for i in range(first, args.batches):
