@@ -321,10 +321,14 @@ def test_killed_consumers_resume_from_committed_progress_and_never_skip(server, 
     resumed_at = []
     try:
         for run in range(RUNS):
+            before = len(printed)
             proc = tail()
             reader = threading.Thread(target=collect, args=(proc,), daemon=True)
             reader.start()
-            time.sleep(rnd.uniform(0.8, 2.0))  # started, mid-way through printing, or idle
+            # Once it prints (its start-up is seconds on a loaded machine, where a fixed 0.8-2 s
+            # killed it before its first commit every time), then mid-way through printing, or idle.
+            wait_for(lambda: len(printed) > before, f"run {run}: the consumer printing", timeout=120)
+            time.sleep(rnd.uniform(0.0, 1.2))
             proc.kill()
             proc.wait(10)
             reader.join(10)
