@@ -16,7 +16,7 @@ from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon.source import PaimonSource
 from flight_server.push.registry import PushRegistry
-from flight_server.units import parse_duration_ms, parse_timestamp_ms
+from flight_server.wire.units import parse_duration_ms, parse_timestamp_ms
 from flight_server.wire import actions as wa
 from flight_server.wire import names
 from flight_server.wire.schemas import decode_schema

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from flight_server.units import parse_timestamp_ms
+from flight_server.wire.units import parse_timestamp_ms
 from flight_server.wire import requests
 from flight_server.wire.values import is_int
 from producers.credentials import Credentials

@@ -1,4 +1,4 @@
-"""One reader of a point in time (flight_server.units.parse_timestamp_ms) for the CLI's --timestamp
+"""One reader of a point in time (flight_server.wire.units.parse_timestamp_ms) for the CLI's --timestamp
 and --older-than, the Spark options scan.timestamp-millis and scan.timestamp, and the actions'
 `older_than`: epoch ms, Paimon's 'yyyy-MM-dd HH:mm:ss' in local time, ISO 8601; each caller's error
 names its option."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from flight_server.actions import older_than_ms
 from flight_server.cli import CliError
 from flight_server.cli.args import instant_ms
-from flight_server.units import parse_timestamp_ms
+from flight_server.wire.units import parse_timestamp_ms
 from flight_server.wire.errors import InvalidRequest
 from spark_reader.options import OptionError, parse
 

@@ -1,4 +1,4 @@
-"""One grammar for sizes and durations (flight_server.units): Java Paimon's MemorySize and
+"""One grammar for sizes and durations (flight_server.wire.units): Java Paimon's MemorySize and
 TimeUtils.parseDuration, read the same by table options and by the server's byte flags."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from flight_server.cli.main import build_parser
 from flight_server.maintenance.options import MaintenanceOptions
-from flight_server.units import parse_bytes, parse_duration_ms, parse_flag_bytes
+from flight_server.wire.units import parse_bytes, parse_duration_ms, parse_flag_bytes
 from flight_server.wire.errors import InvalidRequest
 
 pytestmark = pytest.mark.timeout(30)

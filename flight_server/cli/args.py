@@ -9,7 +9,7 @@ import os
 import time
 
 from flight_server.cli import CliError
-from flight_server.units import parse_duration_ms, parse_flag_bytes, parse_timestamp_ms
+from flight_server.wire.units import parse_duration_ms, parse_flag_bytes, parse_timestamp_ms
 
 DEFAULT_URI = "grpc://127.0.0.1:8815"
 URI_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://", "grpc+unix://")
@@ -43,7 +43,7 @@ def examples(*lines: str) -> str:
 
 
 def size(text: str) -> int:
-    """A byte flag: Paimon's size grammar (64mb = 64MiB = 64m, all 1024-based), as flight_server.units."""
+    """A byte flag: Paimon's size grammar (64mb = 64MiB = 64m, all 1024-based), as flight_server.wire.units."""
     try:
         return parse_flag_bytes(text)
     except ValueError as e:

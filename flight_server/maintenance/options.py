@@ -1,5 +1,5 @@
 """The maintenance a table asks for, read from its own Paimon options (Paimon's names, and its
-grammar for sizes and durations, flight_server.units: `target-file-size` 256mb is 256 MiB).
+grammar for sizes and durations, flight_server.wire.units: `target-file-size` 256mb is 256 MiB).
 
 Paimon's defaults assume about one commit a minute; durable ingest commits up to ten a second, so
 where that matters the server's defaults differ, and docs/protocol.md says why:
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flight_server.units import parse_bytes, parse_duration_ms
+from flight_server.wire.units import parse_bytes, parse_duration_ms
 from flight_server.wire.errors import InvalidRequest
 
 
@@ -77,7 +77,7 @@ class MaintenanceOptions:
                 return default
             try:
                 return parse(str(raw))
-            except ValueError as e:  # sizes and durations say why, in Paimon's grammar (flight_server.units)
+            except ValueError as e:  # sizes and durations say why, in Paimon's grammar (flight_server.wire.units)
                 grammar = parse in (parse_bytes, parse_duration_ms)
                 why = str(e) if grammar else f"{str(raw)!r} is not {parse.__doc__}"
                 raise InvalidRequest(f"Paimon table {table_name!r}: option {key!r}: {why}; fix it with "
