@@ -366,7 +366,7 @@ def test_many_small_commits_keep_few_manifests_and_every_snapshot_reads_whole(wa
     from tests.conftest import RunningServer
 
     if merged_bytes:
-        monkeypatch.setattr(compat, "MERGED_MANIFEST_BYTES", merged_bytes)
+        monkeypatch.setattr(compat.manifests, "MERGED_MANIFEST_BYTES", merged_bytes)
     running = RunningServer(warehouse, commit_interval_ms=5)  # a commit per batch, without waiting 100 ms
     client = Client(running.uri, timeout=10)
     try:

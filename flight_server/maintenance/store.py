@@ -1,11 +1,11 @@
-"""A Paimon table's files as maintenance sees them: every pypaimon internal it needs, here and (for
-merging primary-key files) in kv_files.py.
+"""A Paimon table's files as maintenance sees them: the live files of the latest snapshot, a
+rewrite of some of them with the native writer, a COMPACT commit (Paimon's optimistic commit: a
+concurrent one that removed the same files makes ours fail, never both land), and what each
+snapshot's manifests name, for expiry.
 
-pypaimon 2.1 has neither compaction nor snapshot expiry, so these reach into its commit and
-manifest code (pinned at pypaimon 2.1.0, as flight_server/paimon/compat.py is): the live files of
-the latest snapshot, a rewrite of some of them with the native writer, a COMPACT commit (Paimon's
-optimistic commit: a concurrent one that removed the same files makes ours fail, never both
-land), and what each snapshot's manifests name, for expiry.
+pypaimon 2.1 has neither compaction nor snapshot expiry: what this needs of its commit and
+manifest code is in flight_server/paimon/compat/ (manifests.py, commit.py), as every use of
+pypaimon's internals is.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from flight_server.paimon import compat
 log = structlog.get_logger(__name__)
 
 _IDENTIFIERS = itertools.count(1)
-COMPACT_SOURCE = 1  # DataFileMeta.file_source of a compaction's output (Java's FileSource.COMPACT)
 UNKNOWN_MTIME_MS = 1 << 62  # a listed file whose status has no mtime: never older than any threshold
 
 
@@ -86,40 +85,25 @@ class TableStore:
 
     def tagged_snapshots(self) -> list:
         """The snapshots the table's tags keep, by id."""
-        from pypaimon.tag.tag_manager import TagManager
-
-        tags = TagManager(self.file_io, self.path)
-        out = []
-        for name in tags.list_tags() if self.file_io.exists(tags.tag_directory()) else []:
-            tag = tags.get(name)
-            if tag is not None:
-                out.append(tag.trim_to_snapshot() if hasattr(tag, "trim_to_snapshot") else tag)
-        return sorted(out, key=lambda s: s.id)
+        return compat.tagged_snapshots(self.file_io, self.path)
 
     def consumers(self) -> dict[str, int]:
         """Consumer id -> its next snapshot."""
-        return self._consumers().consumers()
+        return compat.consumers(self.file_io, self.path)
 
     def expire_consumers(self, older_than_ms: int) -> list[str]:
         """Remove consumers whose progress file was last written before `older_than_ms` (epoch ms),
         as Java's ConsumerManager.expire; returns their ids. Not pypaimon's `expire`: on an object
         store it compares a datetime with a float and swallows the TypeError (nothing expires)."""
-        from pypaimon.consumer.consumer_manager import ConsumerManager
-
         directory = f"{self.path}/consumer"
         if not self.file_io.exists(directory):
             return []
-        prefix = ConsumerManager.CONSUMER_PREFIX
+        prefix = compat.CONSUMER_PREFIX
         removed = []
         for path, name, _size, mtime_ms in self._files_in(directory):
             if name.startswith(prefix) and mtime_ms < older_than_ms and self.delete(path):
                 removed.append(name[len(prefix):])
         return sorted(removed)
-
-    def _consumers(self):
-        from pypaimon.consumer.consumer_manager import ConsumerManager
-
-        return ConsumerManager(self.file_io, self.path)
 
     # -- files -----------------------------------------------------------------------------
 
@@ -135,10 +119,8 @@ class TableStore:
         return {key: list(files) for key, files in groups.items()}
 
     def _plan(self, snapshot) -> dict[tuple, list[LiveFile]]:
-        scan = self.table.copy({"scan.snapshot-id": str(snapshot.id)}).new_read_builder().new_scan()
-        scan.file_scanner.skip_level0 = False  # batch reads of first-row tables skip level 0; a writer must not
         groups: dict[tuple, list[LiveFile]] = {}
-        for entry in scan.file_scanner.plan_files():
+        for entry in compat.live_entries(self.table, snapshot.id):
             f = entry.file
             key = (tuple(entry.partition.values), entry.bucket)
             groups.setdefault(key, []).append(
@@ -150,12 +132,8 @@ class TableStore:
 
     def data_paths(self, entry) -> list[str]:
         """Where a data file (and its extra files) lives."""
-        from pypaimon.utils.file_store_path_factory import canonical_data_file_path
-
         f = entry.file
-        values = tuple(entry.partition.values)
-        main = f.physical_path() if f.external_path else canonical_data_file_path(self.table, values, entry.bucket,
-                                                                                  f.file_name)
+        main = compat.data_file_path(self.table, tuple(entry.partition.values), entry.bucket, f)
         parent = main.rsplit("/", 1)[0]
         return [main] + [f"{parent}/{extra}" for extra in (f.extra_files or [])]
 
@@ -170,28 +148,16 @@ class TableStore:
         buckets, deletion vectors, global indexes). Raises FileNotFoundError when the manifest is
         gone (pypaimon's reader answers [] then, which would name nothing). Manifests are immutable:
         read once per store."""
-        from pypaimon.manifest.index_manifest_file import IndexManifestFile
-
         if index_manifest not in self._indexes:
-            entries = IndexManifestFile(self.table).read(index_manifest)
+            entries = compat.index_manifest_entries(self.table, index_manifest)
             path = self.manifest_path(index_manifest)
             if not entries and not self.file_io.exists(path):  # gone (before or while it was read)
                 raise FileNotFoundError(path)
             if len(self._indexes) > 256:
                 self._indexes.clear()
-            self._indexes[index_manifest] = [(e.index_file.file_name, self._index_file_path(e)) for e in entries]
+            self._indexes[index_manifest] = [(e.index_file.file_name, compat.index_file_path(self.table, e, self.file_io))
+                                             for e in entries]
         return self._indexes[index_manifest]
-
-    def _index_file_path(self, entry) -> str:
-        """Where an index manifest entry's file lives, as pypaimon's commit abort finds it (Java's
-        IndexFileHandler.filePath): a bucket index by the path factory (index/, or the bucket's
-        directory with index-file-in-data-file-dir), a global index under its root; an external
-        path as recorded."""
-        index_file = entry.index_file
-        factory = self.table.path_factory()
-        if index_file.index_type in ("DELETION_VECTORS", "HASH"):
-            return factory.bucket_index_path(tuple(entry.partition.values), entry.bucket, index_file, self.file_io)
-        return index_file.external_path or factory.global_index_path_factory().to_path(index_file.file_name)
 
     def manifest_lists(self, snapshot) -> list[str]:
         """The manifest list files a snapshot names (base, delta, changelog)."""
@@ -200,34 +166,27 @@ class TableStore:
 
     def manifests_of_list(self, list_name: str) -> list[str]:
         """The manifests a list names (lists are immutable: read once per store)."""
-        from pypaimon.manifest.manifest_list_manager import ManifestListManager
-
         if list_name not in self._lists:
             if len(self._lists) > 4096:
                 self._lists.clear()
-            self._lists[list_name] = [m.file_name for m in ManifestListManager(self.table).read(list_name)]
+            self._lists[list_name] = [m.file_name for m in compat.manifest_list(self.table, list_name)]
         return self._lists[list_name]
 
     def delta_entries(self, snapshot, changelog: bool = False) -> list:
         """The entries a snapshot's delta (or changelog) manifests hold: what it added and removed."""
-        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
-
         list_name = snapshot.changelog_manifest_list if changelog else snapshot.delta_manifest_list
         if not list_name:
             return []
-        files = ManifestFileManager(self.table)
-        return [e for name in self.manifests_of_list(list_name) for e in files.read(name)]
+        read = compat.manifest_reader(self.table)
+        return [e for name in self.manifests_of_list(list_name) for e in read(name)]
 
     def file_names(self, snapshot) -> set[str]:
         """The names of the data files `snapshot` reads (a tag's snapshot too, whose own snapshot
         file may be gone): its base and delta manifests, merged."""
-        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
-        from pypaimon.manifest.schema.file_entry import FileEntry
-
-        files = ManifestFileManager(self.table)
+        read = compat.manifest_reader(self.table)
         entries = [e for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list) if list_name
-                   for name in self.manifests_of_list(list_name) for e in files.read(name)]
-        return {e.file.file_name for e in FileEntry.merge_entries(entries) if e.kind == 0}
+                   for name in self.manifests_of_list(list_name) for e in read(name)]
+        return {e.file.file_name for e in compat.merged_entries(entries) if e.kind == 0}
 
     def listed_snapshot_ids(self) -> list[int]:
         return compat.listed_snapshot_ids(self.manager)
@@ -239,9 +198,6 @@ class TableStore:
         which may lag), before the tags, so a tag made meanwhile on a snapshot expired meanwhile is
         seen one way or the other; a table whose listing finds no snapshot but has a latest one
         fails rather than keep nothing."""
-        from pypaimon.manifest.index_manifest_file import IndexManifestFile
-        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
-
         latest = self.latest()
         snapshots = [s for s in (self.snapshot(i) for i in self.listed_snapshot_ids()) if s is not None]
         if latest is not None and not snapshots:
@@ -258,14 +214,13 @@ class TableStore:
             names.update(n for n in (snap.index_manifest, snap.statistics) if n)
             if snap.index_manifest:
                 index_manifests.add(snap.index_manifest)
-        files = ManifestFileManager(self.table)
+        read = compat.manifest_reader(self.table)
         for name in manifests:
-            for entry in files.read(name):
+            for entry in read(name):
                 names.add(entry.file.file_name)
                 names.update(entry.file.extra_files or [])
-        index = IndexManifestFile(self.table)
         for name in index_manifests:
-            names.update(e.index_file.file_name for e in index.read(name))
+            names.update(e.index_file.file_name for e in compat.index_manifest_entries(self.table, name))
         return names | manifests
 
     def exists(self, path: str) -> bool:
@@ -322,15 +277,9 @@ class TableStore:
     def rewrite(self, files: list[LiveFile]):
         """The rows of `files` (one partition and bucket) written again by pypaimon-rust's writer:
         commit messages naming the new files, not yet committed."""
-        from pypaimon.read.split import DataSplit
-
         first = files[0].entry
-        metas = []
-        for lf in files:
-            lf.entry.file.file_path = self.data_paths(lf.entry)[0]
-            metas.append(lf.entry.file)
-        split = DataSplit(metas, first.partition, first.bucket, raw_convertible=not self.table.primary_keys,
-                          total_buckets=first.total_buckets)
+        split = compat.data_split([lf.entry for lf in files], lambda entry: self.data_paths(entry)[0], first.partition,
+                                  first.bucket, first.total_buckets, raw_convertible=not self.table.primary_keys)
         # Batch by batch, in file order: a rewrite holds a batch and the writer's open row group,
         # not the files' rows (reading them whole held ~1 GiB under fast ingest). Batches of about
         # REWRITE_BATCH_BYTES, not pypaimon's 1,024 rows: each read and write call costs per batch
@@ -346,42 +295,30 @@ class TableStore:
             messages = write.prepare_commit()
         finally:
             write.close()
-        for message in messages:
-            for meta in message.new_files:
-                meta.file_source = COMPACT_SOURCE  # as Java's append compaction marks its output
-        return messages
+        return compat.mark_compacted(messages)  # as Java's append compaction marks its output
 
     def merge(self, group: list, level: int, drop_delete: bool, rewriter) -> object:
         """A primary-key bucket's sections (see kv_files.sections) merged into new files at `level`:
         the commit message naming them, not yet committed."""
-        from pypaimon.write.commit_message import CommitMessage
-
         first = group[0][0][0].entry
         metas = rewriter.rewrite(lambda entry: self.data_paths(entry)[0], first.partition, first.bucket,
                                  first.total_buckets, group, level, drop_delete)
-        return CommitMessage(tuple(first.partition.values), first.bucket, metas, total_buckets=first.total_buckets)
+        return compat.commit_message(tuple(first.partition.values), first.bucket, metas, first.total_buckets)
 
     def moved(self, lf: LiveFile, level: int) -> object:
         """The commit message that adds `lf` again at `level` (Paimon's upgrade: the same file, its
         DELETE at the old level in the same commit)."""
-        import dataclasses
-
-        from pypaimon.write.commit_message import CommitMessage
-
         e = lf.entry
         meta = self._with_stats(lf) or e.file  # the planner's entries carry no value stats
-        return CommitMessage(tuple(e.partition.values), e.bucket, [dataclasses.replace(meta, level=level)],
-                             total_buckets=e.total_buckets)
+        return compat.commit_message(tuple(e.partition.values), e.bucket, [compat.at_level(meta, level)], e.total_buckets)
 
     def _with_stats(self, lf: LiveFile):
         """`lf`'s DataFileMeta with its value stats, from the latest snapshot's manifests (None if not found)."""
-        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
-
         latest = self.latest()
-        files = ManifestFileManager(self.table)
+        read = compat.manifest_reader(self.table)
         for list_name in (latest.delta_manifest_list, latest.base_manifest_list):
             for name in self.manifests_of_list(list_name) if list_name else []:
-                for entry in files.read(name, drop_stats=False):
+                for entry in read(name, drop_stats=False):
                     if entry.kind == 0 and entry.file.file_name == lf.name and entry.file.level == lf.level:
                         return entry.file
         return None
@@ -390,28 +327,12 @@ class TableStore:
         """Commit the rewritten files in place of `replaced` as one COMPACT snapshot (adds no rows).
         Raises when the commit conflicts (another writer removed a replaced file meanwhile), and
         only when it did not land (a commit whose outcome pypaimon calls uncertain may have)."""
-        from pypaimon.manifest.schema.manifest_entry import ManifestEntry
-
-        commit = self.table.new_batch_write_builder().new_commit()
-        # Its base list merges every small manifest (a replaced file's ADD and DELETE cancel), so
-        # a planner reads about as few manifests as for a table written in one commit.
-        compat.merge_manifests_on_commit(commit, min_count=1)
-        fsc = commit.file_store_commit
-        adds = fsc._collect_manifest_entries(messages)
-        deletes = [ManifestEntry(kind=1, partition=lf.entry.partition, bucket=lf.entry.bucket,
-                                 total_buckets=lf.entry.total_buckets, file=lf.entry.file) for lf in replaced]
+        commit = compat.CompactCommit(self.table, self._commit_user, messages, [lf.entry for lf in replaced])
         identifier = next(_IDENTIFIERS)
         start = time.perf_counter()
         seen: list = []  # the latest snapshot at each attempt: ours can only come after the first
-
-        def plan(latest):
-            seen.append(latest)
-            return adds + deletes
-
         try:
-            fsc.commit_user = self._commit_user
-            fsc._try_commit(commit_kind="COMPACT", commit_identifier=identifier, commit_entries_plan=plan,
-                            detect_conflicts=True)
+            commit.run(identifier, seen)
         except Exception:
             found = None if not seen else self._landed(identifier, 0 if seen[0] is None else seen[0].id)
             if found is None:
@@ -422,7 +343,7 @@ class TableStore:
         finally:
             commit.close()
         log.info("compaction_committed", table=self.name, snapshot=found, files_in=len(replaced),
-                 files_out=len(adds), ms=round((time.perf_counter() - start) * 1000, 1))
+                 files_out=len(commit.adds), ms=round((time.perf_counter() - start) * 1000, 1))
         return found
 
     def _landed(self, identifier: int, after: int) -> int | None:
@@ -439,14 +360,10 @@ class TableStore:
     def written_files(self, messages, kept: list[LiveFile]) -> dict[str, tuple[str, int]]:
         """name -> (path, size) of the data files `messages` add that a compaction wrote, not
         those it only moved to another level (`moved`: the same file, already in `kept`)."""
-        from pypaimon.utils.file_store_path_factory import canonical_data_file_path
-
         existing = {lf.name for lf in kept}
         out = {}
         for m in messages:
             for f in m.new_files:
                 if f.file_name not in existing:
-                    path = f.physical_path() if f.external_path else canonical_data_file_path(
-                        self.table, tuple(m.partition), m.bucket, f.file_name)
-                    out[f.file_name] = (path, f.file_size)
+                    out[f.file_name] = (compat.data_file_path(self.table, tuple(m.partition), m.bucket, f), f.file_size)
         return out

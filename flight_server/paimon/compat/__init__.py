@@ -1,0 +1,80 @@
+"""Every use of pypaimon outside its documented API, so an upgrade touches this package only.
+
+Nothing else in the project imports a pypaimon module, subclasses a pypaimon class, calls or
+reads a pypaimon name that starts with `_`, or sets an attribute on a pypaimon object: the server,
+ingest and maintenance use the tables, builders, scans, reads, writes, commits and snapshots that
+pypaimon's documented API hands them (and read the fields of the data it returns: snapshots,
+manifest entries, data file metas, commit messages), and everything else through here.
+tests/test_pypaimon_contract.py fails, naming the thing, when the installed pypaimon is not the
+pinned one or lacks a name, signature or attribute this package relies on.
+
+Each function says which pypaimon version it was read from and what of it it relies on. By what
+they wrap:
+
+- `catalog`: the catalog, creating and naming tables, their columns as Arrow, their options;
+- `snapshots`: snapshots (read as Java reads them under a concurrent expiry), tags, consumers,
+  and small files written whole;
+- `reads`: splits pinned into tickets, one snapshot's delta planned on its own;
+- `manifests`: where data and index files live, the files a snapshot reads, its manifests, and
+  the manifest merge our commits do;
+- `commit`: a compaction's split, its commit messages and its COMPACT commit;
+- `merge_tree`: a primary-key bucket's files read, folded and written again.
+
+`from flight_server.paimon import compat; compat.NAME` reaches every name below.
+"""
+
+from __future__ import annotations
+
+from flight_server.paimon.compat import catalog, commit, manifests, merge_tree, reads, snapshots
+from flight_server.paimon.compat.catalog import (
+    ALREADY_EXISTS, COMPACTION_CHANGELOG, NOT_FOUND_ERRORS, arrow_schema, catalog_options, compaction_changelog_producer,
+    create_catalog, create_table, fixed_buckets, list_tables, native_write_table, shares_buckets, table_identity,
+)
+from flight_server.paimon.compat.commit import (
+    COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, mark_compacted,
+)
+from flight_server.paimon.compat.manifests import (
+    MANIFEST_MERGE_MIN_COUNT, MERGED_MANIFEST_BYTES, data_file_path, index_file_path, index_manifest_entries,
+    live_entries, manifest_list, manifest_reader, merge_manifests_on_commit, merged_entries, written_paths,
+)
+from flight_server.paimon.compat.merge_tree import (
+    KEY_PREFIX, KIND, RETRACT_KINDS, SEQUENCE, KeyValueFileReader, MergedRunWriter, check_merge_supported,
+    deduplicates, merge_function, sorted_runs,
+)
+from flight_server.paimon.compat.reads import (
+    close_planner, delta_splits, merged_row_count, new_delta_planner, output_schema, pin_splits, should_scan,
+    split_sort_key, unpin_splits,
+)
+from flight_server.paimon.compat.snapshots import (
+    CONSUMER_PREFIX, RECENT_SNAPSHOTS, consumers, create_tag, delete_tag, earliest_snapshot_id, find_commit,
+    is_data_commit, latest_snapshot_id, list_names, listed_snapshot_ids, read_consumer, recent_changelog,
+    restore_consumer, snapshot, snapshots_around, tag_names, tag_snapshot, tagged_snapshots, write_consumer,
+    write_whole,
+)
+
+PYPAIMON_VERSION = "2.1.0"  # the version every function here was read from (pyproject.toml pins it)
+
+__all__ = [
+    "catalog", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
+    # catalog
+    "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
+    "compaction_changelog_producer", "create_catalog", "create_table", "fixed_buckets", "list_tables",
+    "native_write_table", "shares_buckets", "table_identity",
+    # snapshots, tags, consumers
+    "CONSUMER_PREFIX", "RECENT_SNAPSHOTS", "consumers", "create_tag", "delete_tag", "earliest_snapshot_id",
+    "find_commit", "is_data_commit", "latest_snapshot_id", "list_names", "listed_snapshot_ids", "read_consumer",
+    "recent_changelog", "restore_consumer", "snapshot", "snapshots_around", "tag_names", "tag_snapshot",
+    "tagged_snapshots", "write_consumer", "write_whole",
+    # reads
+    "close_planner", "delta_splits", "merged_row_count", "new_delta_planner", "output_schema", "pin_splits",
+    "should_scan", "split_sort_key", "unpin_splits",
+    # files and manifests
+    "MANIFEST_MERGE_MIN_COUNT", "MERGED_MANIFEST_BYTES", "data_file_path", "index_file_path",
+    "index_manifest_entries", "live_entries", "manifest_list", "manifest_reader", "merge_manifests_on_commit",
+    "merged_entries", "written_paths",
+    # rewrite and commit
+    "COMPACT_SOURCE", "CompactCommit", "at_level", "commit_message", "data_split", "mark_compacted",
+    # the merge tree
+    "KEY_PREFIX", "KIND", "RETRACT_KINDS", "SEQUENCE", "KeyValueFileReader", "MergedRunWriter",
+    "check_merge_supported", "deduplicates", "merge_function", "sorted_runs",
+]

@@ -1,0 +1,102 @@
+"""Rewrite and commit: a split over files a compaction chose, the commit messages of its output,
+and its COMPACT commit (Paimon's optimistic commit: a concurrent one that removed the same files
+makes ours fail, never both land).
+
+pypaimon 2.1 has no compaction and no public commit of a compaction's result (a commit that
+deletes files and adds others without adding rows); its FileStoreCommit's retrying commit with
+conflict detection is what we borrow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+COMPACT_SOURCE = 1  # DataFileMeta.file_source of a compaction's output (Java's FileSource.COMPACT)
+
+
+def data_split(entries: list, data_path, partition, bucket: int, total_buckets, raw_convertible: bool):
+    """A split over the files of `entries` (manifest entries of one partition and bucket, in the
+    order they are read), each file's path set from `data_path(entry)`.
+
+    Read from pypaimon 2.1.0: `pypaimon.read.split.DataSplit(files, partition, bucket,
+    raw_convertible=, total_buckets=)`; its readers open `DataFileMeta.file_path`, which the
+    planner's entries leave unset."""
+    from pypaimon.read.split import DataSplit
+
+    metas = []
+    for entry in entries:
+        entry.file.file_path = data_path(entry)
+        metas.append(entry.file)
+    return DataSplit(metas, partition, bucket, raw_convertible=raw_convertible, total_buckets=total_buckets)
+
+
+def mark_compacted(messages: list) -> list:
+    """`messages` with each file they add marked as a compaction's output, as Java's append
+    compaction marks it.
+
+    Read from pypaimon 2.1.0: `CommitMessage.new_files`, `DataFileMeta.file_source`."""
+    for message in messages:
+        for meta in message.new_files:
+            meta.file_source = COMPACT_SOURCE
+    return messages
+
+
+def commit_message(partition_values: tuple, bucket: int, new_files: list, total_buckets):
+    """A commit message adding `new_files` to a bucket.
+
+    Read from pypaimon 2.1.0: `pypaimon.write.commit_message.CommitMessage(partition, bucket,
+    new_files, total_buckets=)`."""
+    from pypaimon.write.commit_message import CommitMessage
+
+    return CommitMessage(partition_values, bucket, new_files, total_buckets=total_buckets)
+
+
+def at_level(meta, level: int):
+    """The same data file at another level (Paimon's upgrade: the file is not rewritten).
+
+    Read from pypaimon 2.1.0: `DataFileMeta` is a dataclass with a `level` field."""
+    return dataclasses.replace(meta, level=level)
+
+
+class CompactCommit:
+    """One COMPACT commit: the files `messages` add in place of the files of `replaced` (manifest
+    entries), as one snapshot that adds no rows, by `commit_user`. Its base manifest list merges
+    every small manifest (a replaced file's ADD and DELETE cancel), so a planner reads about as
+    few manifests as for a table written in one commit.
+
+    Read from pypaimon 2.1.0: `new_batch_write_builder().new_commit()` (a BatchTableCommit) holds
+    its `file_store_commit` (FileStoreCommit), whose `commit_user` names the snapshot's committer
+    and whose private `_collect_manifest_entries(messages)` turns messages into ADD entries;
+    `pypaimon.manifest.schema.manifest_entry.ManifestEntry(kind, partition, bucket,
+    total_buckets, file)`; the private `_try_commit(commit_kind, commit_identifier,
+    commit_entries_plan, detect_conflicts)` calls `commit_entries_plan(latest_snapshot)` at each
+    attempt and retries a conflict or a lost race until `commit.max-retries`, raising when it
+    gives up."""
+
+    def __init__(self, table, commit_user: str, messages: list, replaced: list):
+        from pypaimon.manifest.schema.manifest_entry import ManifestEntry
+
+        from flight_server.paimon.compat.manifests import merge_manifests_on_commit
+
+        self._commit = table.new_batch_write_builder().new_commit()
+        merge_manifests_on_commit(self._commit, min_count=1)
+        self._fsc = self._commit.file_store_commit
+        self._commit_user = commit_user
+        self.adds = self._fsc._collect_manifest_entries(messages)
+        self.deletes = [ManifestEntry(kind=1, partition=e.partition, bucket=e.bucket, total_buckets=e.total_buckets,
+                                      file=e.file) for e in replaced]
+
+    def run(self, identifier: int, seen: list) -> None:
+        """Commit with `identifier`; `seen` gets the latest snapshot (or None) at each attempt.
+        Raises when the commit conflicts (another writer removed a replaced file meanwhile), and
+        when pypaimon calls its outcome uncertain (it may have landed)."""
+        def plan(latest):
+            seen.append(latest)
+            return self.adds + self.deletes
+
+        self._fsc.commit_user = self._commit_user
+        self._fsc._try_commit(commit_kind="COMPACT", commit_identifier=identifier, commit_entries_plan=plan,
+                              detect_conflicts=True)
+
+    def close(self) -> None:
+        self._commit.close()
