@@ -137,3 +137,16 @@ def test_do_exchange_is_unimplemented_without_a_traceback(client):
         writer.done_writing()
         reader.read_all()
     assert "has no DoExchange" in str(e.value) and "Traceback" not in str(e.value)
+
+
+def test_not_found_and_invalid_carry_their_code_not_a_traceback(client, table):
+    """pyarrow's Python server writes the detail of a NOT_FOUND or INVALID_ARGUMENT status with
+    `traceback.format_exception` (the server's traceback and paths); the server's one process-wide
+    patch, flight_server.status.install_clean_details, makes it the error's code (the README says
+    so): this fails if it is lost."""
+    for cmd, kind, code in (({"table": "db.missing"}, KeyError, "not_found"),
+                            ({"table": table, "colums": ["id"]}, pa.ArrowInvalid, "invalid")):
+        with pytest.raises(kind) as e:
+            info(client, command(cmd))
+        text = str(e.value)
+        assert f". Detail: Python exception: {code}" in text and "Traceback" not in text and ".py" not in text, text
