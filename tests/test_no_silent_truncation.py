@@ -129,12 +129,12 @@ def test_commit_cannot_free_batches_a_drain_has_not_read(server):
         early = rnd.random() < 0.7  # the commit lands while the drain reads, or before it starts
         if early:
             consumer.start()
-        wait_for(lambda: client.stats(name)["push"][name]["partitions"]["0"]["next_seq"] > 0,
+        wait_for(lambda: client.stats(name).push[name].partitions["0"].next_seq > 0,
                  "the producer's first append", timeout=30)
         time.sleep(rnd.uniform(0, 0.4))  # randomised timing: when the commit lands
-        stats = client.stats(name)["push"][name]["partitions"]["0"]
+        stats = client.stats(name).push[name].partitions["0"]
         try:
-            client.commit(name, {0: stats["next_seq"]})
+            client.commit(name, {0: stats.next_seq})
             committed = "accepted"
         except (flight.FlightError, pa.ArrowInvalid) as e:
             committed = "refused: " + str(e).split(". Detail")[0]
@@ -190,7 +190,7 @@ def test_an_error_riding_on_a_batch_fails_the_partition_without_that_batch(clien
         writer.close()
         outcome, detail = consume(client.uri, name, list(range(5 * good)))
         assert outcome == "error" and "the producer failed: bad sensor" in detail, (outcome, detail)
-        assert client.stats(name)["push"][name]["partitions"]["0"]["rows_in"] == 5 * good
+        assert client.stats(name).push[name].partitions["0"].rows_in == 5 * good
         outcomes.append((outcome, detail))
     assert_never_truncated(outcomes)
 
@@ -201,17 +201,21 @@ def test_a_frozen_producer_fails_its_partition_after_idle_timeout(server):
     def run(i: int) -> tuple[str, str]:
         rnd = random.Random(400 + i)
         name = f"t{i}"
-        Client(server.uri).register(name, SCHEMA, capacity=64, idle_timeout_s=4.0)  # > process start-up, loaded
-        producer = counter(server.uri, name, "--batches", "1000", "--rows", "5", "--rate", "100")
+        # The producer registers the table itself: the idle clock, which runs from `register`
+        # until a producer attaches, then never outruns a loaded machine's process start-up.
+        producer = counter(server.uri, name, "--register", "--capacity", "64", "--idle-timeout", "4",
+                           "--batches", "1000", "--rows", "5", "--rate", "100")
         result = []
-        consumer = threading.Thread(target=lambda: result.append(consume(server.uri, name, list(range(5000)))))
-        consumer.start()
+        consumer = None
         sent = 0
         stop_after = rnd.randint(1, 20)
         while sent < stop_after:
             line = producer.stdout.readline()
             assert line, producer.stderr.read()
             sent += line.startswith("sent ")
+            if consumer is None:  # the table exists once a batch was sent; the log holds it for its reader
+                consumer = threading.Thread(target=lambda: result.append(consume(server.uri, name, list(range(5000)))))
+                consumer.start()
         producer.send_signal(signal.SIGSTOP)
         consumer.join(30)
         producer.kill()
@@ -384,7 +388,7 @@ def test_sigterm_with_a_frozen_consumer_exits_within_the_shutdown_timeout(wareho
             assert consumer.stdout.readline().strip() == "reading"
             consumer.send_signal(signal.SIGSTOP)
             # gRPC's window and the socket fill up: the stuck stream backs up into a full partition
-            wait_for(lambda: client.stats("t")["push"]["t"]["partitions"]["0"]["queued_batches"] == 4,
+            wait_for(lambda: client.stats("t").push["t"].partitions["0"].queued_batches == 4,
                      "the frozen consumer's stream to back up into the partition", timeout=30)
             time.sleep(random.Random(600 + i).uniform(0, 0.3))  # randomised timing: when SIGTERM comes
             sent = time.monotonic()

@@ -37,6 +37,10 @@ def main(argv=None) -> int:
                    help="server URI (environment: FLIGHT_PAIMON_URI)")
     p.add_argument("--partition", type=int, default=0)
     p.add_argument("--register", action="store_true", help="register the table first (capacity 16)")
+    p.add_argument("--capacity", type=int, default=16, help="with --register: the table's capacity in batches")
+    p.add_argument("--idle-timeout", type=float,
+                   help="with --register: the table's idle_timeout_s (a partition whose producers send nothing "
+                        "this long fails)")
     p.add_argument("--batches", type=int, default=10)
     p.add_argument("--rows", type=int, default=5)
     p.add_argument("--rate", type=float, default=0, help="batches per second (0: as fast as possible)")
@@ -54,7 +58,7 @@ def main(argv=None) -> int:
 def run(args) -> int:
     client = Client(args.uri)
     if args.register:
-        client.register(args.table, SCHEMA)
+        client.register(args.table, SCHEMA, capacity=args.capacity, idle_timeout_s=args.idle_timeout)
     sink = client.sink(args.table, args.partition, call_timeout=args.timeout)
     start = time.monotonic()
     # Closing waits until the server has taken every batch: say so when that takes a while.
