@@ -74,7 +74,8 @@ SIGNATURES = {
         (["self", "manifest_file_name"], ["drop_stats", "file_size"]),
     ("pypaimon.manifest.manifest_file_manager", "ManifestFileManager.rolling_write"):
         (["self", "entries", "suggested_file_size", "name_prefix"], []),
-    ("pypaimon.manifest.manifest_list_manager", "ManifestListManager.read"): (["self", "manifest_list_name"], []),
+    ("pypaimon.manifest.manifest_list_manager", "ManifestListManager.read"):
+        (["self", "manifest_list_name", "file_size"], []),
     ("pypaimon.manifest.manifest_list_manager", "ManifestListManager.write"):
         (["self", "file_name", "manifest_file_metas"], []),
     ("pypaimon.manifest.index_manifest_file", "IndexManifestFile.read"): (["self", "index_manifest_name"], []),
@@ -388,6 +389,31 @@ def test_each_commit_merges_its_base_manifests_as_compat_sets_it_to(wh):
         assert "write" not in vars(other.file_store_commit.manifest_list_manager), "the merge reached another commit"
     finally:
         other.close()
+
+
+def test_a_commit_reads_the_manifest_lists_it_wrote_from_memory(wh):
+    """merge_manifests_on_commit: a commit object used for commit after commit (as a table's
+    group committer uses it) reads the previous snapshot's lists, its own, without reading them
+    from storage; what it commits reads back whole."""
+    name = wh.create("lists", buckets=1, primary_keys=["id"])
+    table = wh.catalog.get_table(name)
+    builder = table.new_stream_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    compat.merge_manifests_on_commit(commit, min_count=3)
+    lists = commit.file_store_commit.manifest_list_manager
+    from_storage = []
+    read_from_storage = lists._read_from_storage
+    lists._read_from_storage = lambda *a, **kw: from_storage.append(a[0]) or read_from_storage(*a, **kw)
+    try:
+        for i in range(8):
+            write.write_arrow(rows(i * 10, 10))
+            commit.commit(write.prepare_commit(i), i)
+    finally:
+        write.close()
+        commit.close()
+    assert from_storage == [], f"read back from storage: {from_storage}"
+    assert table.snapshot_manager().get_latest_snapshot().id == 8
+    assert sorted(wh.read(name).column("id").to_pylist()) == list(range(80))
 
 
 def test_the_read_and_consumer_helpers_work_on_a_real_table(wh):

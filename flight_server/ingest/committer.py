@@ -143,6 +143,7 @@ class TableCommitter:
         self._active: dict[str, WriteStream] = {}  # producer -> its current stream
         self._closed: str | None = None
         self._builder = self._commit = None
+        self._landed: dict[int, int] = {}  # commit identifier -> the snapshot pypaimon made of it (compat.landed_snapshots)
         self._ident = 0
         self._last_start = 0.0
         self._untrimmed, self._trimmed_at = 0, 0.0  # bytes committed since the last malloc_trim, and when
@@ -666,9 +667,13 @@ class TableCommitter:
         if self._commit is None:
             self._commit = self._builder.new_commit()
             compat.merge_manifests_on_commit(self._commit)  # else every commit costs more than the last
+            self._landed = compat.snapshots.landed_snapshots(self._commit)
         self.producers.refresh()  # other writers' commits since ours: their producer maps count too
+        self._landed.clear()
         self._commit.commit(messages, self._ident, snapshot_properties=self.producers.properties(updates))
-        return compat.find_commit(self._table, self._builder.commit_user, self._ident)
+        # the snapshot pypaimon says it made (read back only if it said none)
+        landed = self._landed.get(self._ident)
+        return landed if landed is not None else compat.find_commit(self._table, self._builder.commit_user, self._ident)
 
     def _failed(self, group: list[_Pending], e: BaseException) -> None:
         """A write or commit failed: fail the group's streams and those written since (the writers

@@ -14,6 +14,7 @@ MANIFEST_MERGE_MIN_COUNT = 30  # Paimon's `manifest.merge-min-count` default
 # Merged manifests are cut at this size, not at `manifest.target-file-size` (8 MiB): a merge holds
 # its entries as pypaimon objects, some 50 times their size on disk (docs/benchmarks_ingest.md).
 MERGED_MANIFEST_BYTES = 64 << 10
+WRITTEN_LISTS_KEPT = 4  # a commit's manifest lists kept for the next commit's read (base, delta, changelog)
 
 
 # -- data files -----------------------------------------------------------------------------
@@ -140,26 +141,42 @@ def merge_manifests_on_commit(table_commit, min_count: int = MANIFEST_MERGE_MIN_
     entries (ADD and DELETE of one file cancel) are rewritten into files of the target size, and
     the snapshot's base list names those instead. Older snapshots keep their own lists and files.
 
-    Only this commit's writes change: its own ManifestListManager (each FileStoreCommit makes
-    one) gets a `write` of its own; no class and no other commit is touched.
+    And each commit reads back the lists it wrote last from memory: the next commit's
+    `read_all(latest)` reads the previous snapshot's base and delta lists, which are this
+    commit's own when no other writer committed between (a list is never rewritten).
+
+    Only this commit changes: its own ManifestListManager (each FileStoreCommit makes one) gets
+    a `write` and a `read` of its own; no class and no other commit is touched.
 
     Read from pypaimon 2.1.0: `BatchTableCommit.file_store_commit` (FileStoreCommit) holds
     `manifest_list_manager`, `manifest_file_manager` and `manifest_target_size`; its private
     `_try_commit_once` writes a snapshot's base list through `manifest_list_manager.write(name,
-    metas)` as manifest-list-<uuid>-0 (-1 the delta); `ManifestFileManager.read(name,
+    metas)` as manifest-list-<uuid>-0 (-1 the delta), and reads the latest snapshot's through
+    `read_all`, which calls `self.read(name, size)`; `ManifestFileManager.read(name,
     drop_stats, file_size)` and `rolling_write(entries, target, base_name)`."""
     fsc = table_commit.file_store_commit
     lists, files = fsc.manifest_list_manager, fsc.manifest_file_manager
     target = min(fsc.manifest_target_size, MERGED_MANIFEST_BYTES)
-    write_list = lists.write
+    write_list, read_list = lists.write, lists.read
+    written: dict[str, list] = {}  # the lists this commit wrote last: the next commit reads them back
 
     def write(file_name: str, metas: list):
         # `_try_commit_once` names a snapshot's lists manifest-list-<uuid>-0 (base) and -1 (delta).
         if file_name.startswith("manifest-list-") and file_name.endswith("-0"):
             metas = _merged_manifests(files, metas, target, min_count)
-        return write_list(file_name, metas)
+        size = write_list(file_name, metas)
+        written[file_name] = list(metas)
+        while len(written) > WRITTEN_LISTS_KEPT:
+            del written[next(iter(written))]
+        return size
 
-    lists.write = write
+    def read(file_name: str, file_size=None):
+        # A commit reads the previous snapshot's two lists (`read_all`): when that snapshot is
+        # this commit's own, they are what it wrote (a manifest list is never rewritten).
+        kept = written.get(file_name)
+        return list(kept) if kept is not None else read_list(file_name, file_size)
+
+    lists.write, lists.read = write, read
 
 
 def _merged_manifests(files, metas: list, target: int, min_count: int) -> list:
