@@ -19,13 +19,17 @@ cause, and acks none of them.
 Memory and latency are bounded the same way: `submit` blocks (gRPC flow control then stops the
 producer) while `queue_bytes` wait for a writer, so what a server holds for a table is that
 queue, one coalesced batch per writer, and the files being written since the last commit.
+
+This module is the commit loop, its recovery and staged jobs' commits; the parts it is made of
+each own one job: `batch_queue` (the bounded queue, when a commit is due), `fence` (each named
+producer's writing stream and batches in flight), `lanes` (the writer threads), `chores` (what
+runs between group commits), `trim` (when freed memory goes back), `write_stream` (a stream's acks).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -34,57 +38,24 @@ import pyarrow as pa
 import structlog
 
 from flight_server.ingest.batch_queue import BatchQueue, CommitPolicy, default_queue_bytes
+from flight_server.ingest.chores import Chore
+from flight_server.ingest.fence import ProducerFence
+from flight_server.ingest.lanes import WriterLanes, close_quietly
 from flight_server.ingest.seqs import ProducerSeqs
+from flight_server.ingest.trim import TrimPolicy
+from flight_server.ingest.write_stream import END, WriteStream
 from flight_server.paimon import compat
 from flight_server.wire import allocator
 from flight_server.wire.errors import Cancelled, CommitFailed, CommitRaced, InvalidRequest, Unavailable, WrongState
 
 log = structlog.get_logger(__name__)
 
-END = object()  # the last item of a stream's ack queue (or the stream's error, once it fails)
-# Commits of this many bytes since the last trim give their freed memory back (malloc_trim), at
-# most once a TRIM_EVERY_S under load (a trim took 5-56 ms on the commit thread and holds the heap's
-# lock meanwhile: after every commit it stretched 16 producers' commit cycle), and as soon as the
-# queue is empty (the end of a burst).
-TRIM_AFTER_BYTES = 16 << 20
-TRIM_EVERY_S = 2.0
+__all__ = ["DEFAULT_WRITERS", "SETTLE_TIMEOUT_S", "TableCommitter"]
+
 DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # the other half receives, acks and maintains
 EXCLUSIVE_ATTEMPTS = 3  # group commits tried before a staged job's commit gives up (they keep failing)
 STAGED_ROWS_TIMEOUT_S = 3600.0  # how long a staged job's commit may take to write its rows (commit_rows)
 SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
-
-
-class WriteStream:
-    """One producer stream as the committer sees it: its acks in order, its error once it has one."""
-
-    def __init__(self, label: str, producer: str | None):
-        self.label, self.producer = label, producer
-        self.acks: queue.SimpleQueue = queue.SimpleQueue()  # (seq, snapshot) in stream order, then END or an error
-        self.error: BaseException | None = None
-        self.outstanding = 0  # submitted, neither acked nor failed
-        self.last_seq: int | None = None  # the producer's last seq on this stream
-        self.closed = False  # acks are no longer wanted (the stream ended or broke)
-        self.skipped = 0  # resent batches the table already held
-
-
-class _Chore:
-    """A function the committer thread runs for another thread, and its outcome."""
-
-    def __init__(self, fn, exclusive: bool = False):
-        self.fn, self.done, self.exclusive = fn, threading.Event(), exclusive
-        self.result, self.error = None, None
-
-    def run(self) -> None:
-        try:
-            self.result = self.fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the thread that asked
-            self.error = e
-        finally:
-            self.done.set()
-
-    def fail(self, error: BaseException) -> None:
-        self.error = error
-        self.done.set()
 
 
 @dataclass
@@ -95,20 +66,6 @@ class _Pending:
     batch: pa.RecordBatch | None  # None once handed to the writer
     nbytes: int
     rows: int
-
-
-class _Lane:
-    """One writer thread and its pypaimon writer, which only this thread may touch (pypaimon-rust's
-    writers are bound to the thread that made them): made on first use, prepared at each seal,
-    closed after a failure."""
-
-    def __init__(self, index: int):
-        self.index = index
-        self.writer = None
-        self.dirty = False  # written to since the last seal
-        self.messages: list = []  # its commit messages of the last seal
-        self.answered = 0  # the last request (seal or reset) this thread did
-        self.cpu_s = 0.0  # this thread's CPU time in writes (Parquet encoding, mostly without the GIL)
 
 
 class TableCommitter:
@@ -131,32 +88,28 @@ class TableCommitter:
         self._queue = BatchQueue(self.queue_bytes)  # _Pending batches waiting for a writer, in order
         self._order = 0
         self._flush_to: int | None = None  # a seal is coming: writers take what is queued up to this order
-        self._writing = 0  # writers in the middle of a write
         self._written: list[_Pending] = []  # written since the last seal
         self._written_bytes = 0
         self._sealing = False  # the commit thread is taking what is written: writers wait
-        self._asked, self._asked_job = 0, None  # a request to every writer thread: _prepare or _drop_writer
         self._broken: BaseException | None = None  # a write failed: the writers' state is unknown
         self._inflight: list[_Pending] = []  # sealed, being committed
-        self._unsettled: dict[str, int] = {}  # producer -> its batches taken by a writer, not yet committed or failed
+        self._fence: ProducerFence[WriteStream] = ProducerFence()  # each named producer's stream and batches in flight
         self._streams: set[WriteStream] = set()  # open streams
-        self._active: dict[str, WriteStream] = {}  # producer -> its current stream
         self._closed: str | None = None
         self._builder = self._commit = None
         self._landed: dict[int, int] = {}  # commit identifier -> the snapshot pypaimon made of it (compat.landed_snapshots)
         self._ident = 0
         self._last_start = 0.0
-        self._untrimmed, self._trimmed_at = 0, 0.0  # bytes committed since the last malloc_trim, and when
-        self._chores: list[_Chore] = []  # run on this thread between group commits (compaction commits)
+        self._trim = TrimPolicy()
+        self._chores: list[Chore] = []  # run on this thread between group commits (compaction commits)
         self._chores_run, self._chore_ms_max = 0, 0.0  # how long a chore held the next group commit back
         self._commit_cpu_s = 0.0  # the commit thread's CPU time in group commits
         self.writers = writers if compat.shares_buckets(table) else 1
-        self._lanes = [_Lane(i) for i in range(self.writers)]
-        self._threads = [threading.Thread(target=self._write_loop, args=(lane,), name=f"write-{name}-{lane.index}",
-                                          daemon=True) for lane in self._lanes]
+        self.lock, self.work, self.space = self._cond, self._work, self._space  # for the writer threads (lanes.Host)
+        self._lanes = WriterLanes(self, self.writers)
         self._thread = threading.Thread(target=self._run, name=f"commit-{name}", daemon=True)
-        for t in (*self._threads, self._thread):
-            t.start()
+        self._lanes.start()
+        self._thread.start()
 
     # -- the streams' side ---------------------------------------------------------------
 
@@ -168,18 +121,18 @@ class TableCommitter:
         with self._cond:
             self._check_open()
             if producer is not None:
-                old = self._active.get(producer)
+                old = self._fence.current(producer)
                 if old is not None:
                     self._fail(old, WrongState(
                         f"A newer stream of producer {producer!r} into Paimon table {self.name!r} took over; "
                         "this one's unacked batches were discarded."))
                     self._release(old)
-                if not self._cond.wait_for(lambda: not self._unsettled.get(producer) or self._closed is not None,
+                if not self._cond.wait_for(lambda: self._fence.settled(producer) or self._closed is not None,
                                            SETTLE_TIMEOUT_S):
                     raise Unavailable(f"Producer {producer!r}'s earlier batches into Paimon table {self.name!r} were "
                                       f"not committed within {SETTLE_TIMEOUT_S:.0f} s; resend later.")
                 self._check_open()
-                self._active[producer] = stream
+                self._fence.take_over(producer, stream)
             self._streams.add(stream)
         return stream
 
@@ -255,13 +208,13 @@ class TableCommitter:
         committed: a stream that broke leaves those to the next commit, and `producer_state` must
         say what the table holds once they land."""
         with self._cond:
-            self._cond.wait_for(lambda: not self._unsettled.get(producer) or self._closed is not None, timeout)
+            self._cond.wait_for(lambda: self._fence.settled(producer) or self._closed is not None, timeout)
 
     def between_commits(self, fn, timeout: float):
         """Run `fn()` on the committer thread between two group commits and return its result (or
         raise its error): a compaction's commit then never races this server's own commits, whose
         optimistic retries back off exponentially (as Java Paimon's writer commits its compactions)."""
-        chore = _Chore(fn)
+        chore = Chore(fn)
         with self._cond:
             self._check_open()
             self._chores.append(chore)
@@ -269,9 +222,7 @@ class TableCommitter:
         if not chore.done.wait(timeout):
             raise TimeoutError(f"the committer of Paimon table {self.name!r} did not run a compaction's commit "
                                f"within {timeout} s")
-        if chore.error is not None:
-            raise chore.error
-        return chore.result
+        return chore.outcome()
 
     def commit_messages(self, messages: list, producer: str | None, seq: int | None,
                         timeout: float = SETTLE_TIMEOUT_S) -> tuple[int | None, bool]:
@@ -304,7 +255,7 @@ class TableCommitter:
                 if wrote:
                     messages = writer.prepare_commit(self._ident + 1)
             finally:
-                _close(writer, self.name)
+                close_quietly(writer, self.name)
             return self._commit_prepared(messages, producer, seq)
 
         return self._exclusive_chore(write_and_commit, timeout)
@@ -332,14 +283,14 @@ class TableCommitter:
             snapshot = self._publish(messages, updates)
         except BaseException:
             commit, self._commit = self._commit, None  # its state is unknown: the next commit makes a new one
-            _close(commit, self.name)
+            close_quietly(commit, self.name)
             self._reload_producers()
             raise
         self.producers.committed(updates, snapshot)
         return snapshot, False
 
     def _exclusive_chore(self, fn, timeout: float):
-        chore = _Chore(fn, exclusive=True)
+        chore = Chore(fn, exclusive=True)
         with self._cond:
             self._check_open()
             self._chores.append(chore)
@@ -354,9 +305,7 @@ class TableCommitter:
                                   f"within {timeout:.0f} s (long group commits ahead of it); nothing was committed, "
                                   "commit it again.")
             chore.done.wait()  # started: its outcome is what the caller must hear, however long it takes
-        if chore.error is not None:
-            raise chore.error
-        return chore.result
+        return chore.outcome()
 
     @property
     def is_open(self) -> bool:
@@ -366,13 +315,13 @@ class TableCommitter:
     @property
     def is_running(self) -> bool:
         """Whether one of its threads still runs (a closed committer's commit may still be landing)."""
-        return any(t.is_alive() for t in (self._thread, *self._threads))
+        return any(t.is_alive() for t in (self._thread, *self._lanes.threads))
 
     def join(self, timeout: float) -> bool:
         """Wait (at most `timeout` s) for the threads to stop: after `close`, once the writes and
         the commit in flight landed. False if one outlived the bound."""
         deadline = time.monotonic() + timeout
-        for t in (self._thread, *self._threads):
+        for t in (self._thread, *self._lanes.threads):
             t.join(max(0.0, deadline - time.monotonic()))
         return not self.is_running
 
@@ -381,8 +330,8 @@ class TableCommitter:
         with self._cond:
             return {"queued_batches": len(self._queue), "queued_bytes": self._queue.bytes,
                     "written_batches": len(self._written), "in_commit_batches": len(self._inflight),
-                    "writers": self.writers, "write_cpu_s": [round(lane.cpu_s, 3) for lane in self._lanes],
-                    "commit_cpu_s": round(self._commit_cpu_s, 3), "named_producers_writing": sorted(self._active),
+                    "writers": self.writers, "write_cpu_s": self._lanes.cpu_s(),
+                    "commit_cpu_s": round(self._commit_cpu_s, 3), "named_producers_writing": self._fence.writing(),
                     "commits": self._ident, "last_snapshot": self.producers.latest, "closed": self._closed,
                     "maintenance_commits": self._chores_run, "maintenance_commit_ms_max": round(self._chore_ms_max, 1)}
 
@@ -405,8 +354,8 @@ class TableCommitter:
             stream.acks.put(END)
         stream.closed = True
         self._streams.discard(stream)
-        if stream.producer is not None and self._active.get(stream.producer) is stream:
-            del self._active[stream.producer]
+        if stream.producer is not None:
+            self._fence.release(stream.producer, stream)
 
     def _fail(self, stream: WriteStream, error: BaseException) -> None:
         """The stream failed: its queued batches go too (a later batch must never be committed
@@ -418,71 +367,38 @@ class TableCommitter:
         self._drop_queued(stream)
         self._notify_everyone()
 
-    # -- the writer threads --------------------------------------------------------------
+    # -- the writer threads' side (lanes.Host, holding the lock) ------------------------------
 
-    def _write_loop(self, lane: _Lane) -> None:
-        while True:
-            job = None
-            with self._cond:
-                self._work.wait_for(lambda: self._closed is not None or lane.answered != self._asked
-                                    or self._takeable())
-                if self._closed is not None:
-                    return
-                if lane.answered != self._asked:
-                    job, number = self._asked_job, self._asked
-                else:
-                    chunk = self._take()
-                    self._writing += 1
-                    self._space.notify(len(chunk))  # room for blocked submitters
-            if job is None:
-                self._write(lane, chunk)
-            else:
-                job(lane, number)
+    def closed(self) -> bool:
+        return self._closed is not None
 
-    def _write(self, lane: _Lane, chunk: list[_Pending]) -> None:
-        batches = [p.batch for p in chunk if p.rows]
-        for p in chunk:
-            p.batch = None  # the writer has it now: our reference need not pin it
-        error = None
-        cpu0 = time.thread_time()
-        try:
-            if batches:
-                if lane.writer is None:
-                    lane.writer = self._new_writer()
-                lane.writer.write_arrow_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
-        except BaseException as e:  # noqa: BLE001 - pyo3's PanicException too; the commit thread fails the streams
-            error = e
+    def takeable(self) -> bool:
+        return self._takeable()
+
+    def take(self) -> list[_Pending]:
+        return self._take()
+
+    def wrote(self, chunk: list[_Pending], error: BaseException | None) -> None:
+        """A writer thread wrote `chunk` (or failed to: `error`)."""
+        self._written.extend(chunk)
+        self._written_bytes += sum(p.nbytes for p in chunk)
+        if error is not None:
+            self.broke(error)
+
+    def broke(self, error: BaseException) -> None:
+        """A write or prepare failed: the writers' state is unknown until the commit thread fails the group."""
+        if self._broken is None:
+            self._broken = error
+
+    def commit_identifier(self) -> int:
+        return self._ident
+
+    def new_writer(self):
         with self._cond:
-            lane.cpu_s += time.thread_time() - cpu0
-            self._written.extend(chunk)
-            self._written_bytes += sum(p.nbytes for p in chunk)
-            lane.dirty = lane.dirty or bool(batches)
-            if error is not None and self._broken is None:
-                self._broken = error
-            self._writing -= 1
-            self._cond.notify_all()
-
-    def _prepare(self, lane: _Lane, number: int) -> None:
-        """A seal: this thread's files since the last one, as commit messages."""
-        messages, error = [], None
-        if lane.dirty and lane.writer is not None:
-            try:
-                messages = lane.writer.prepare_commit(self._ident)
-            except BaseException as e:  # noqa: BLE001 - as in _write
-                error = e
-        with self._cond:
-            lane.messages, lane.dirty, lane.answered = messages, False, number
-            if error is not None and self._broken is None:
-                self._broken = error
-            self._cond.notify_all()
-
-    def _drop_writer(self, lane: _Lane, number: int) -> None:
-        """After a failure the writer's state is unknown: close it; the next write makes a new one."""
-        writer, lane.writer = lane.writer, None
-        _close(writer, self.name)
-        with self._cond:
-            lane.messages, lane.dirty, lane.answered = [], False, number
-            self._cond.notify_all()
+            if self._builder is None:
+                self._builder = self._table.new_stream_write_builder()
+            builder = self._builder
+        return builder.new_write()
 
     def _takeable(self) -> bool:
         """(Holding the lock.) Whether a writer should take from the queue now (BatchQueue.takeable),
@@ -494,25 +410,8 @@ class TableCommitter:
         chunk = self._queue.take(self._flush_to)
         for p in chunk:
             if p.stream.producer is not None:
-                self._unsettled[p.stream.producer] = self._unsettled.get(p.stream.producer, 0) + 1
+                self._fence.taken(p.stream.producer)
         return chunk
-
-    def _new_writer(self):
-        with self._cond:
-            if self._builder is None:
-                self._builder = self._table.new_stream_write_builder()
-            builder = self._builder
-        return builder.new_write()
-
-    def _ask_writers(self, job) -> bool:
-        """(Holding the lock; the commit thread only, one request at a time.) Have every writer
-        thread run `job` (`_prepare` or `_drop_writer`) on its own writer, and wait until each has;
-        False when the committer closed meanwhile (its threads are gone)."""
-        self._asked += 1
-        number, self._asked_job = self._asked, job
-        self._work.notify_all()
-        self._cond.wait_for(lambda: self._closed is not None or all(lane.answered == number for lane in self._lanes))
-        return self._closed is None
 
     # -- the commit thread ---------------------------------------------------------------
 
@@ -561,7 +460,7 @@ class TableCommitter:
                 self._notify_everyone()
         self._trim_after(sum(p.nbytes for p in group))
 
-    def _exclusive(self, chore: _Chore) -> None:
+    def _exclusive(self, chore: Chore) -> None:
         """Run `chore` (a staged job's commit) with every writer paused and holding nothing
         uncommitted: what they wrote before is group-committed first, and they are made anew after
         it, so their next rows' sequence numbers (and a dynamic-bucket table's key index) follow
@@ -578,9 +477,9 @@ class TableCommitter:
                                            "commit kept failing; nothing of the job was committed, commit it again."))
                     return
                 self._sealing = True
-                self._cond.wait_for(lambda: self._writing == 0 or self._closed is not None)
-                if not self._written and self._broken is None and not any(lane.dirty for lane in self._lanes):
-                    if not self._ask_writers(self._drop_writer):
+                self._cond.wait_for(lambda: self._lanes.writing == 0 or self._closed is not None)
+                if not self._written and self._broken is None and not self._lanes.dirty():
+                    if not self._lanes.drop_writers():
                         chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
                         return
                     break
@@ -592,16 +491,11 @@ class TableCommitter:
             self._unseal()
 
     def _trim_after(self, nbytes: int) -> None:
-        """After a commit of `nbytes`: malloc_trim when TRIM_AFTER_BYTES were committed since the
-        last one, and the queue is empty or TRIM_EVERY_S passed."""
-        self._untrimmed += nbytes
-        if self._untrimmed < TRIM_AFTER_BYTES:
-            return
+        """After a commit of `nbytes`: malloc_trim when the TrimPolicy says (ingest/trim.py)."""
         with self._cond:
             idle = not self._queue and not self._written
-        if idle or time.monotonic() - self._trimmed_at >= TRIM_EVERY_S:
+        if self._trim.committed(nbytes, idle, time.monotonic()):
             allocator.release_free_memory()
-            self._untrimmed, self._trimmed_at = 0, time.monotonic()
 
     def _seal(self) -> tuple[list[_Pending], list, BaseException | None]:
         """(Holding the lock.) Have the writers write what is queued so far, pause them once those
@@ -610,7 +504,7 @@ class TableCommitter:
         `_unseal`."""
         self._flush_to = self._order
         self._work.notify_all()
-        self._cond.wait_for(lambda: self._closed is not None or self._writing == 0 and (
+        self._cond.wait_for(lambda: self._closed is not None or self._lanes.writing == 0 and (
             self._broken is not None or not self._queue or self._queue.first_order() > self._flush_to))
         self._flush_to, self._sealing = None, True
         group = sorted(self._written, key=lambda p: p.order)
@@ -619,9 +513,9 @@ class TableCommitter:
         messages = []
         if self._broken is None and any(p.rows for p in group):
             self._ident += 1
-            if not self._ask_writers(self._prepare):
+            if not self._lanes.prepare():
                 return group, [], Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}.")
-            messages = [m for lane in self._lanes for m in lane.messages]
+            messages = self._lanes.messages()
         broken, self._broken = self._broken, None
         return group, messages, broken
 
@@ -689,15 +583,15 @@ class TableCommitter:
             "producer_state, which says what the table holds.", table=self.name)
         with self._cond:
             self._sealing = True
-            self._cond.wait_for(lambda: self._writing == 0 or self._closed is not None)
+            self._cond.wait_for(lambda: self._lanes.writing == 0 or self._closed is not None)
             failed = [*group, *self._written]
             self._written, self._written_bytes, self._broken = [], 0, None
             for stream in {p.stream for p in failed}:
                 self._fail(stream, error)
-            self._ask_writers(self._drop_writer)
+            self._lanes.drop_writers()
             commit, self._builder, self._commit = self._commit, None, None
         try:
-            _close(commit, self.name)
+            close_quietly(commit, self.name)
             self._reload_producers()
         finally:
             with self._cond:
@@ -709,13 +603,8 @@ class TableCommitter:
     def _settle(self, p: _Pending) -> None:
         """(Holding the lock.) A batch taken by a writer was committed or failed."""
         p.stream.outstanding -= 1
-        producer = p.stream.producer
-        if producer is not None:
-            left = self._unsettled[producer] - 1
-            if left:
-                self._unsettled[producer] = left
-            else:
-                del self._unsettled[producer]
+        if p.stream.producer is not None:
+            self._fence.settle(p.stream.producer)
 
     def _reload_producers(self) -> None:
         """A failed commit may still have landed: read the producer map back from the table."""
@@ -725,16 +614,6 @@ class TableCommitter:
             log.warning("producer_state_reload_failed", table=self.name, exc_info=True)
             return
         self.producers = fresh
-
-
-def _close(closable, table: str) -> None:
-    """After a failure a writer's state is unknown: close it (its own errors are not the cause)."""
-    if closable is None:
-        return
-    try:
-        closable.close()
-    except BaseException:  # noqa: BLE001 - pyo3's PanicException too; the commit's own error is what producers get
-        log.warning("writer_close_failed", table=table, exc_info=True)
 
 
 RACES = ("Cannot determine whether commit", "Try again", "onflict")  # pypaimon's words for a lost race

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import structlog
 
-from flight_server.ingest.committer import DEFAULT_WRITERS, END, SETTLE_TIMEOUT_S, TableCommitter, WriteStream
+from flight_server.ingest.committer import DEFAULT_WRITERS, SETTLE_TIMEOUT_S, TableCommitter
+from flight_server.ingest.write_stream import END, WriteStream
 from flight_server.ingest.conform import Conformer
 from flight_server.ingest.staging import Staging
 from flight_server.paimon import compat

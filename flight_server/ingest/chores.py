@@ -1,0 +1,30 @@
+"""A function a table's commit thread runs for another thread between two group commits (a
+compaction's commit, a staged job's commit), and its outcome."""
+
+from __future__ import annotations
+
+import threading
+
+
+class Chore:
+    def __init__(self, fn, exclusive: bool = False):
+        self.fn, self.done, self.exclusive = fn, threading.Event(), exclusive  # exclusive: the writers paused
+        self.result, self.error = None, None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the thread that asked
+            self.error = e
+        finally:
+            self.done.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.done.set()
+
+    def outcome(self):
+        """(Once done.) The function's result, or raise its error."""
+        if self.error is not None:
+            raise self.error
+        return self.result

@@ -1,0 +1,168 @@
+"""A table's writer threads: each owns one pypaimon writer, which only it may touch (pypaimon-rust's
+writers are bound to the thread that made them). A writer is made on first use, prepared at
+each seal and closed after a failure.
+
+The threads serve their committer (ingest/committer.py), under its lock: they take chunks off its
+queue (`host.take`), write them without the lock (Parquet encoding in Rust, mostly without the
+GIL), and hand back what they wrote (`host.wrote`). The commit thread asks every thread at once
+to prepare its files or to drop its writer (`ask`), and waits until each has.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+import pyarrow as pa
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+class Lane:
+    """One writer thread's pypaimon writer and what it did since the last seal."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.writer = None
+        self.dirty = False  # written to since the last seal
+        self.messages: list = []  # its commit messages of the last seal
+        self.answered = 0  # the last request (seal or reset) this thread did
+        self.cpu_s = 0.0  # this thread's CPU time in writes (Parquet encoding, mostly without the GIL)
+
+
+class Host(Protocol):
+    """What the writer threads need of their committer (its methods run holding `lock`)."""
+
+    name: str
+    lock: threading.Condition  # the committer's lock and its condition for everything else
+    work: threading.Condition  # writer threads wait here (same lock)
+    space: threading.Condition  # submitters wait here for room in the queue (same lock)
+
+    def closed(self) -> bool: ...
+    def takeable(self) -> bool: ...
+    def take(self) -> list: ...
+    def wrote(self, chunk: list, error: BaseException | None) -> None: ...
+    def broke(self, error: BaseException) -> None: ...
+    def new_writer(self): ...
+    def commit_identifier(self) -> int: ...
+
+
+class WriterLanes:
+    """`count` writer threads of one table."""
+
+    def __init__(self, host: Host, count: int):
+        self.host = host
+        self.lanes = [Lane(i) for i in range(count)]
+        self.writing = 0  # threads in the middle of a write
+        self._asked, self._asked_job = 0, None  # the request to every thread: _prepare or _drop_writer
+        self.threads = [threading.Thread(target=self._loop, args=(lane,), name=f"write-{host.name}-{lane.index}",
+                                         daemon=True) for lane in self.lanes]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    # -- the commit thread's side (holding the lock) -------------------------------------
+
+    def dirty(self) -> bool:
+        return any(lane.dirty for lane in self.lanes)
+
+    def messages(self) -> list:
+        """The commit messages every thread prepared at the last `prepare`."""
+        return [m for lane in self.lanes for m in lane.messages]
+
+    def cpu_s(self) -> list[float]:
+        return [round(lane.cpu_s, 3) for lane in self.lanes]
+
+    def prepare(self) -> bool:
+        """Every thread prepares its files since the last seal as commit messages (`messages`)."""
+        return self._ask(self._prepare)
+
+    def drop_writers(self) -> bool:
+        """Every thread closes its writer (after a failure its state is unknown; the next write
+        makes a new one)."""
+        return self._ask(self._drop_writer)
+
+    def _ask(self, job) -> bool:
+        """(One request at a time.) Have every thread run `job` on its own writer and wait until
+        each has; False when the committer closed meanwhile (its threads are gone)."""
+        host = self.host
+        self._asked += 1
+        number, self._asked_job = self._asked, job
+        host.work.notify_all()
+        host.lock.wait_for(lambda: host.closed() or all(lane.answered == number for lane in self.lanes))
+        return not host.closed()
+
+    # -- the writer threads --------------------------------------------------------------
+
+    def _loop(self, lane: Lane) -> None:
+        host = self.host
+        while True:
+            job = None
+            with host.lock:
+                host.work.wait_for(lambda: host.closed() or lane.answered != self._asked or host.takeable())
+                if host.closed():
+                    return
+                if lane.answered != self._asked:
+                    job, number = self._asked_job, self._asked
+                else:
+                    chunk = host.take()
+                    self.writing += 1
+                    host.space.notify(len(chunk))  # room for blocked submitters
+            if job is None:
+                self._write(lane, chunk)
+            else:
+                job(lane, number)
+
+    def _write(self, lane: Lane, chunk: list) -> None:
+        batches = [p.batch for p in chunk if p.rows]
+        for p in chunk:
+            p.batch = None  # the writer has it now: our reference need not pin it
+        error = None
+        cpu0 = time.thread_time()
+        try:
+            if batches:
+                if lane.writer is None:
+                    lane.writer = self.host.new_writer()
+                lane.writer.write_arrow_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
+        except BaseException as e:  # noqa: BLE001 - pyo3's PanicException too; the commit thread fails the streams
+            error = e
+        with self.host.lock:
+            lane.cpu_s += time.thread_time() - cpu0
+            lane.dirty = lane.dirty or bool(batches)
+            self.writing -= 1
+            self.host.wrote(chunk, error)
+            self.host.lock.notify_all()
+
+    def _prepare(self, lane: Lane, number: int) -> None:
+        """A seal: this thread's files since the last one, as commit messages."""
+        messages, error = [], None
+        if lane.dirty and lane.writer is not None:
+            try:
+                messages = lane.writer.prepare_commit(self.host.commit_identifier())
+            except BaseException as e:  # noqa: BLE001 - as in _write
+                error = e
+        with self.host.lock:
+            lane.messages, lane.dirty, lane.answered = messages, False, number
+            if error is not None:
+                self.host.broke(error)
+            self.host.lock.notify_all()
+
+    def _drop_writer(self, lane: Lane, number: int) -> None:
+        writer, lane.writer = lane.writer, None
+        close_quietly(writer, self.host.name)
+        with self.host.lock:
+            lane.messages, lane.dirty, lane.answered = [], False, number
+            self.host.lock.notify_all()
+
+
+def close_quietly(closable, table: str) -> None:
+    """After a failure a writer's state is unknown: close it (its own errors are not the cause)."""
+    if closable is None:
+        return
+    try:
+        closable.close()
+    except BaseException:  # noqa: BLE001 - pyo3's PanicException too; the commit's own error is what producers get
+        log.warning("writer_close_failed", table=table, exc_info=True)
