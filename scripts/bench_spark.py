@@ -18,8 +18,10 @@ Connect; push-to-foreachBatch latency.
    ends. Beside it, rounds alternating, the same query over a Python streaming source with no
    logic at all (scripts/clock_source.py): what Spark's micro-batches cost alone.
 4. Selective reads (scripts/bench_selective.py): a one-partition query of a 10-partition table,
-   sum(x) and a full scan, each against spark.read.parquet of the same files, and the bytes the
-   server sent for the one-partition query against the full scan's.
+   sum(x) and a full scan, each against spark.read.parquet of the same files and, rounds
+   alternating, a Python data source with no logic at all over them (scripts/parquet_source.py:
+   the floor under any Python source), and the bytes the server sent for the one-partition query
+   against the full scan's.
 `--only scan,connect,latency,selective` runs some of them (all by default).
 The server runs as a separate `flight_cli serve` process, as it does in production.
 """
