@@ -5,6 +5,7 @@ The committer's queue and commit policy are in test_batch_queue.py."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -66,3 +67,36 @@ def test_a_chore_hands_its_result_or_its_error_to_the_thread_that_asked():
     assert failed.done.is_set()
     with pytest.raises(RuntimeError, match="closed"):
         failed.outcome()
+
+
+def test_the_commit_gate_holds_its_slots_and_hands_each_freed_one_to_the_longest_waiter():
+    from flight_server.ingest.gate import CommitGate
+
+    gate = CommitGate(2)
+    order, entered = [], threading.Event()
+    gate.__enter__()
+    gate.__enter__()  # both slots held
+
+    def waiter(i: int) -> None:
+        with gate:
+            order.append(i)
+            entered.set()
+
+    threads = []
+    for i in range(3):
+        t = threading.Thread(target=waiter, args=(i,))
+        t.start()
+        threads.append(t)
+        deadline = time.monotonic() + 30
+        while gate.waiting() != i + 1:  # queued in this order
+            assert time.monotonic() < deadline, "a waiter never queued"
+            time.sleep(0.001)
+    assert order == [] and not entered.is_set(), "no slot was free"
+    gate.__exit__(None, None, None)
+    gate.__exit__(None, None, None)
+    for t in threads:
+        t.join(30)
+    assert order == [0, 1, 2], "first come, first served"
+    assert gate.waiting() == 0
+    with pytest.raises(ValueError, match="at least one slot"):
+        CommitGate(0)

@@ -40,6 +40,7 @@ import structlog
 from flight_server.ingest.batch_queue import BatchQueue, CommitPolicy, default_queue_bytes
 from flight_server.ingest.chores import Chore
 from flight_server.ingest.fence import ProducerFence
+from flight_server.ingest.gate import CommitGate
 from flight_server.ingest.lanes import WriterLanes, close_quietly
 from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.ingest.trim import TrimPolicy
@@ -72,8 +73,10 @@ class TableCommitter:
     """The one committer of a Paimon table on this server."""
 
     def __init__(self, name: str, table, interval_s: float, commit_bytes: int, on_commit=None,
-                 writers: int = DEFAULT_WRITERS, queue_bytes: int | None = None):
+                 writers: int = DEFAULT_WRITERS, queue_bytes: int | None = None, gate: CommitGate | None = None):
+        """`gate`: the slots this server's tables commit through (one of its own when None)."""
         self.name = name
+        self._gate = gate or CommitGate()
         self.table, self.identity = table, compat.table_identity(table)
         self._table = compat.native_write_table(table)
         self.interval_s, self.commit_bytes = interval_s, commit_bytes
@@ -442,7 +445,10 @@ class TableCommitter:
                     if left <= 0:
                         break
                     self._cond.wait(left)
-            self._group_commit()
+            with self._gate:  # this server's tables take turns (ingest/gate.py)
+                if self._closed is not None:  # stopped or dropped while it waited: no commit after a drop's delete
+                    continue
+                self._group_commit()
 
     def _group_commit(self, hold: bool = False) -> None:
         """(The commit thread.) Seal what is queued and written now and commit it; with `hold`, the

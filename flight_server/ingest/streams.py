@@ -18,6 +18,7 @@ import structlog
 from flight_server.ingest.committer import DEFAULT_WRITERS, SETTLE_TIMEOUT_S, TableCommitter
 from flight_server.ingest.write_stream import END, WriteStream
 from flight_server.ingest.conform import Conformer
+from flight_server.ingest.gate import CommitGate
 from flight_server.ingest.staging import Staging
 from flight_server.paimon import compat
 from flight_server.paimon.source import PaimonSource
@@ -44,6 +45,7 @@ class Ingest:
         self._on_commit = on_commit
         self._lock = threading.Lock()
         self._committers: dict[str, TableCommitter] = {}
+        self._gate = CommitGate()  # the tables take turns to commit (ingest/gate.py)
         self._retired: list[TableCommitter] = []  # replaced by a table created again: joined at close
         self._closed: str | None = None
         self.staging = Staging(paimon.table, self.committer)
@@ -75,7 +77,7 @@ class Ingest:
                 return current
             stale = current
             self._committers[name] = TableCommitter(name, table, self.interval_s, self.commit_bytes, self._on_commit,
-                                                  self.writers)
+                                                  self.writers, gate=self._gate)
             fresh = self._committers[name]
         if stale is not None:
             stale.close(f"Paimon table {name!r} was dropped and created again")
