@@ -73,11 +73,11 @@ def _killed_while_maintaining(ctx: Context, keyed: bool = False) -> Run:
             raise wrong_error(f"named producer p{i} failed after the restart: {proc.stderr.read()[-300:]}")
     client = Client(uri, timeout=30)
     try:
-        ctx.wait_for(lambda: not client.stats(table)["maintenance"].get(table, {"due": True})["due"],
+        ctx.wait_for(lambda: not getattr(client.stats(table).maintenance.get(table), "due", True),
                      "the restarted server's maintenance", timeout=60)
-        state = client.stats(table)["maintenance"][table]
-        if state["last_error"]:
-            raise wrong_error(f"maintenance after the restart failed: {state['last_error']}")
+        state = client.stats(table).maintenance[table]
+        if state.last_error:
+            raise wrong_error(f"maintenance after the restart failed: {state.last_error}")
         client.action("expire_snapshots", {"table": table})
     finally:
         client.close()
@@ -85,8 +85,8 @@ def _killed_while_maintaining(ctx: Context, keyed: bool = False) -> Run:
     if found:
         raise wrong_error(f"after the restart: {found}")
     held, lost, duplicated = named_batches_held(ctx.warehouse(), table, PRODUCERS, BATCHES)
-    return Run(detail=f"{len(held)} batches held; {state['compactions']} compactions, "
-                      f"{state['files_deleted']} files deleted after the restart",
+    return Run(detail=f"{len(held)} batches held; {state.compactions} compactions, "
+                      f"{state.files_deleted} files deleted after the restart",
                lost=lost, duplicated=duplicated)
 
 
@@ -243,11 +243,11 @@ def _worker_killed(ctx: Context) -> Run:
             if ctx.exited(proc, f"named producer p{i}", timeout=120) != 0:
                 raise wrong_error(f"named producer p{i} failed: {proc.stderr.read()[-300:]}")
         client.action("compact", {"table": table})  # by hand, in a worker again: what the kills left
-        ctx.wait_for(lambda: not client.stats(table)["maintenance"].get(table, {"due": True})["due"],
+        ctx.wait_for(lambda: not getattr(client.stats(table).maintenance.get(table), "due", True),
                      "maintenance after the last commit", timeout=120)
-        state = client.stats(table)["maintenance"][table]
-        if state["last_error"]:
-            raise wrong_error(f"maintenance after the kills failed: {state['last_error']}")
+        state = client.stats(table).maintenance[table]
+        if state.last_error:
+            raise wrong_error(f"maintenance after the kills failed: {state.last_error}")
     finally:
         client.close()
     found = kept_snapshots_read_whole(ctx.warehouse(), table)

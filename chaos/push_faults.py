@@ -151,7 +151,7 @@ def _blocked_producer(ctx: Context, how: str) -> Run:
             ctx.kill(consumer)
         rc = ctx.exited(proc, "the blocked producer")
         out, err = proc.communicate()
-        state = client.stats(table)["push"][table]["partitions"]["0"]["state"]
+        state = client.stats(table).push[table].partitions["0"].state
         if rc == 0 and state == "eof":
             # The server had sent every batch before the cancel reached it: they sat in the
             # consumer's gRPC buffers. A single scan commits what it sends (docs/protocol.md).

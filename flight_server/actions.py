@@ -75,7 +75,7 @@ def commit(reg: Registries, body: wa.CommitBody) -> wa.Empty:
     return wa.Empty()
 
 
-def stats(reg: Registries, body: wa.StatsBody) -> dict:
+def stats(reg: Registries, body: wa.StatsBody) -> wa.Stats:
     """Push tables (all, or the one named) and the durable writes into Paimon tables: with a
     name, only what has that name (a push table name, or a DB.TABLE written through this server).
     With `table`: that Paimon table as read from the table, and what this server did to it."""
@@ -84,17 +84,26 @@ def stats(reg: Registries, body: wa.StatsBody) -> dict:
             raise InvalidRequest("Action 'stats' takes 'name' (a push table) or 'table' (a Paimon table), not both.")
         name = table_name(body.table, "the body of action 'stats'")
         held = table_stats(reg.paimon.table(name), name)
-        mine = {key: {k: v for k, v in part.items() if k == name} for key, part in (
-            ("paimon_writes", reg.ingest.stats(name)), ("maintenance", reg.maintainer.stats()),
-            ("staged", reg.ingest.staging.stats()))}
-        return {names.PAIMON: {name: held}, **mine}
+        return wa.Stats(paimon={name: held}, **_server_side(reg, name, only=True))
     name = body.name
-    writes = reg.ingest.stats(name)
-    kept = {k: v for k, v in reg.maintainer.stats().items() if name is None or k == name}
-    staged = {k: v for k, v in reg.ingest.staging.stats().items() if name is None or k == name}
-    if name is not None and (writes or kept or staged) and name not in {t.name for t in reg.push.tables()}:
-        return {names.PUSH: {}, "paimon_writes": writes, "maintenance": kept, "staged": staged}
-    return {names.PUSH: reg.push.stats(name), "paimon_writes": writes, "maintenance": kept, "staged": staged}
+    mine = _server_side(reg, name, only=name is not None)
+    if name is not None and any(mine.values()) and name not in {t.name for t in reg.push.tables()}:
+        return wa.Stats(push={}, **mine)
+    return wa.Stats(push=reg.push.stats(name), **mine)
+
+
+def _server_side(reg: Registries, name: str | None, only: bool) -> dict:
+    """What this server did to Paimon tables (all, or only `name`): durable writes, maintenance,
+    staged writes; the ingest package reports them as plain dicts, typed here."""
+    writes = {k: wa.PaimonWriteStats(**v) for k, v in reg.ingest.stats(name).items()}
+    staged = {k: {stage: wa.StagedStats(**v) for stage, v in stages.items()}
+              for k, stages in reg.ingest.staging.stats().items()}
+    parts = {"paimon_writes": writes, "maintenance": reg.maintainer.stats(), "staged": staged}
+    return {key: {k: v for k, v in part.items() if not only or k == name} for key, part in parts.items()}
+
+
+def offsets(reg: Registries, body: wa.OffsetsBody) -> wa.PushOffsets:
+    return reg.push.offsets(body.name)
 
 
 def latest_snapshot(reg: Registries, body: wa.TableBody) -> wa.Snapshots:
@@ -127,7 +136,7 @@ def health(reg: Registries, body: wa.HealthBody) -> wa.Health:
                      reg.paimon.open_follows, round(time.time() - reg.started, 3))
 
 
-def create_table(reg: Registries, body: wa.CreateTableBody) -> dict:
+def create_table(reg: Registries, body: wa.CreateTableBody) -> wa.TableCreated:
     name = table_name(body.table, "the body of action 'create_table'")
     schema = decode_schema(body.schema, f"Paimon table {name!r}")
     return reg.paimon.create_table(name, schema, body.primary_keys or [], body.partition_keys or [], body.options or {})
@@ -218,7 +227,7 @@ def delete_tag(reg: Registries, body: wa.DeleteTagBody) -> wa.TagsDeleted:
     return wa.TagsDeleted(reg.paimon.delete_tags(name, tags))
 
 
-def compact(reg: Registries, body: wa.CompactBody) -> dict:
+def compact(reg: Registries, body: wa.CompactBody) -> wa.Compacted:
     """Paimon's compact procedure: the whole table, or only `partitions` (and `partition`), each a
     map of every partition column to a value; an unknown column is refused (it would match nothing)."""
     name = table_name(body.table, "the body of action 'compact'")
@@ -230,11 +239,9 @@ def compact(reg: Registries, body: wa.CompactBody) -> dict:
         return reg.maintainer.compact(name, None)
     keys = list(reg.paimon.table(name).partition_keys or [])
     parts = [_partition(p, keys, name) for p in wanted]
-    done: dict = {"snapshots": [], "files_in": 0, "files_out": 0, "bytes_in": 0, "upgraded": 0}
+    done = wa.Compacted()
     for part in dict.fromkeys(tuple(sorted(p.items())) for p in parts):  # each once, in the order given
-        result = reg.maintainer.compact(name, dict(part))
-        for key, value in result.items():
-            done[key] = done.get(key, 0) + value if not isinstance(value, list) else done.get(key, []) + value
+        done = done.plus(reg.maintainer.compact(name, dict(part)))
     return done
 
 
@@ -253,7 +260,7 @@ def _partition(value, keys: list[str], table: str) -> dict:
     return {k: str(v) for k, v in value.items()}
 
 
-def expire_snapshots(reg: Registries, body: wa.ExpireSnapshotsBody) -> dict:
+def expire_snapshots(reg: Registries, body: wa.ExpireSnapshotsBody) -> wa.SnapshotsExpired:
     name = table_name(body.table, "the body of action 'expire_snapshots'")
     for key, value in (("retain_max", body.retain_max), ("retain_min", body.retain_min)):
         if value is not None and not is_int(value, minimum=1):
@@ -267,7 +274,7 @@ def expire_snapshots(reg: Registries, body: wa.ExpireSnapshotsBody) -> dict:
                                            older_than_ms(body.older_than, "expire_snapshots"), body.max_deletes)
 
 
-def remove_orphan_files(reg: Registries, body: wa.RemoveOrphanFilesBody) -> dict:
+def remove_orphan_files(reg: Registries, body: wa.RemoveOrphanFilesBody) -> wa.OrphansRemoved:
     name = table_name(body.table, "the body of action 'remove_orphan_files'")
     if body.dry_run is not None and not isinstance(body.dry_run, bool):
         raise InvalidRequest(f"Action 'remove_orphan_files': 'dry_run' must be true or false, got {body.dry_run!r}.")
@@ -292,6 +299,7 @@ HANDLERS: dict[str, Callable] = {
     names.DROP: drop,
     names.COMMIT: commit,
     names.STATS: stats,
+    names.OFFSETS: offsets,
     names.LATEST_SNAPSHOT: latest_snapshot,
     names.CONSUMER_PROGRESS: consumer_progress,
     names.CONSUMER_COMMIT: consumer_commit,
@@ -336,5 +344,5 @@ def run(reg: Registries, action: str, body: dict, access: Access) -> dict:
             access.require(spec.grant, table, f"table {table!r} (action {action!r})")
     result = HANDLERS[action](reg, spec.body.from_json(body, action))
     if action == names.STATS and "name" not in body:
-        result = {key: {k: v for k, v in part.items() if access.allows(READ, k)} for key, part in result.items()}
-    return result if isinstance(result, dict) else result.to_json()
+        result = result.visible(lambda table: access.allows(READ, table))
+    return result.to_json()

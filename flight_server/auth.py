@@ -8,8 +8,8 @@
 (`"token"` in clear text is accepted too; auth_file.py holds the schema). Table patterns are shell-style globs over push table
 names and Paimon `DB.TABLE` names. Three grants, each independent of the others (an action's grant is its `Action.grant` in
 wire/actions.py; health needs none):
-- `read`: get_flight_info, get_schema, do_get, list_flights; stats, latest_snapshot, find_snapshot,
-  consumer_progress
+- `read`: get_flight_info, get_schema, do_get, list_flights; stats, offsets, latest_snapshot,
+  find_snapshot, consumer_progress
 - `write`: do_put; commit (a push table's offsets), consumer_commit, producer_state, commit_staged,
   abort_staged
 - `admin`: register, drop, fail, create_table, compact, expire_snapshots, remove_orphan_files,

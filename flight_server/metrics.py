@@ -215,24 +215,23 @@ class _MaintenanceCollector:
                                  "Unix time of the table's last compaction or expiry", labels=["table", "step"])
         for table, state in tables.items():
             for family, (key, _) in zip(families, self.GAUGES + self.MAINTENANCE_GAUGES + self.COUNTERS):
-                family.add_metric([table], state[key])
-            if state["write_amplification"] is not None:
-                amplification.add_metric([table], state["write_amplification"])
-            for step in ("compaction", "expiry"):
-                done = state[f"last_{step}"]
+                family.add_metric([table], getattr(state, key))
+            if state.write_amplification is not None:
+                amplification.add_metric([table], state.write_amplification)
+            for step, done in (("compaction", state.last_compaction), ("expiry", state.last_expiry)):
                 if done is not None:
-                    last.add_metric([table, step], done["at_ms"] / 1000)
+                    last.add_metric([table, step], done.at_ms / 1000)
         yield from families
         yield amplification
         yield last
 
 
-def _settled(state: dict) -> dict:
+def _settled(state) -> dict:
     """What /metrics shows of a table's maintenance state (`due` and `last_error` move without
     anything being done: a round that finds the table dropped)."""
     keys = [key for key, _ in _MaintenanceCollector.GAUGES + _MaintenanceCollector.MAINTENANCE_GAUGES
             + _MaintenanceCollector.COUNTERS] + ["write_amplification", "last_compaction", "last_expiry"]
-    return {key: state.get(key) for key in keys}
+    return {key: getattr(state, key) for key in keys}
 
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):

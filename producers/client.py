@@ -153,24 +153,29 @@ class Client:
                                         headers=self.credentials.headers())
 
     def action(self, name: str, body: dict | wa.Body | None = None) -> dict:
-        """Any action by name, its body a typed value (flight_server.wire.actions) or a dict."""
+        """Any action by name, its body a typed value (flight_server.wire.actions) or a dict; its
+        result as the JSON object the server sent (the methods below read it as its type)."""
         raw = body.to_json() if isinstance(body, wa.Body) else (body or {})
         results = list(self.flight.do_action(flight.Action(name, json.dumps(raw).encode()), options=self.options()))
         return json.loads(results[0].body.to_pybytes()) if results else {}
 
+    def _typed(self, name: str, body: wa.Body):
+        """An action's result read as its type (the one `wa.ACTIONS` names for it)."""
+        return wa.ACTIONS[name].result.from_json(self.action(name, body), name)
+
     def health(self) -> wa.Health:
-        return wa.Health.from_json(self.action(names.HEALTH, wa.HealthBody()), names.HEALTH)
+        return self._typed(names.HEALTH, wa.HealthBody())
 
     # -- push tables ---------------------------------------------------------------------
 
     def register(self, name: str, schema: pa.Schema, capacity: int = 16, partitions: int = 1,
                  writers: int = 1, end_marker: str = "required", idle_timeout_s: float | None = None,
-                 capacity_bytes: int | None = None) -> dict:
+                 capacity_bytes: int | None = None) -> wa.Registered:
         """Register a push table. `end_marker="optional"` lets plain Flight clients end a stream by
         half-closing (unsafe: a crashed producer looks the same); `idle_timeout_s` fails a
         partition whose producers send nothing for that long; `capacity_bytes` bounds each
         partition in bytes as well as in batches (a server with --max-memory sets one anyway)."""
-        return self.action(names.REGISTER, wa.RegisterBody(
+        return self._typed(names.REGISTER, wa.RegisterBody(
             name, encode_schema(schema), capacity=capacity, partitions=partitions, writers=writers,
             end_marker=end_marker, idle_timeout_s=idle_timeout_s, capacity_bytes=capacity_bytes))
 
@@ -254,13 +259,11 @@ class Client:
                       seq: int | None = None) -> wa.StagedCommit:
         """Commit the staged attempts as one snapshot (the stage's others are discarded); with
         `producer`/`seq`, exactly-once: a seq the table holds commits nothing (`skipped`)."""
-        return wa.StagedCommit.from_json(self.action(names.COMMIT_STAGED, wa.CommitStagedBody(
-            table, stage, list(attempts), producer, seq)), names.COMMIT_STAGED)
+        return self._typed(names.COMMIT_STAGED, wa.CommitStagedBody(table, stage, list(attempts), producer, seq))
 
     def abort_staged(self, table: str, stage: str) -> wa.StagedAbort:
         """Discard everything the stage's attempts staged."""
-        return wa.StagedAbort.from_json(self.action(names.ABORT_STAGED, wa.AbortStagedBody(table, stage)),
-                                        names.ABORT_STAGED)
+        return self._typed(names.ABORT_STAGED, wa.AbortStagedBody(table, stage))
 
     def fail(self, name: str, message: str, partition: int | None = None) -> None:
         self.action(names.FAIL, wa.FailBody(name, message, partition))
@@ -277,67 +280,67 @@ class Client:
         """Free the batches below each offset; `discard` frees them even if no reader was sent them."""
         self.action(names.COMMIT, wa.CommitBody(name, {str(p): s for p, s in offsets.items()}, discard))
 
-    def stats(self, name: str | None = None, table: str | None = None) -> dict:
+    def stats(self, name: str | None = None, table: str | None = None) -> wa.Stats:
         """A push table's (`name`; all when both are None) or a Paimon table's (`table`, read from the
         table) statistics, and this server's durable writes and maintenance."""
-        return self.action(names.STATS, wa.StatsBody(name, table))
+        return self._typed(names.STATS, wa.StatsBody(name, table))
+
+    def offsets(self, name: str) -> dict[str, wa.PartitionOffsets]:
+        """Where each partition of push table `name` stands, by partition number ("0", "1", ...):
+        batches [committed, next_seq) are held, readable by replay ranges."""
+        return self._typed(names.OFFSETS, wa.OffsetsBody(name)).partitions
 
     # -- Paimon tables: durable writes ----------------------------------------------------
 
     def create_table(self, table: str, schema: pa.Schema, primary_keys: list[str] | None = None,
-                     partition_keys: list[str] | None = None, options: dict[str, str] | None = None) -> dict:
+                     partition_keys: list[str] | None = None, options: dict[str, str] | None = None) -> wa.TableCreated:
         """Create a Paimon table (its database too, when missing)."""
-        return self.action(names.CREATE_TABLE, wa.CreateTableBody(
+        return self._typed(names.CREATE_TABLE, wa.CreateTableBody(
             table, encode_schema(schema), primary_keys or None, partition_keys or None, options or None))
 
     def producer_state(self, table: str, producer: str) -> int | None:
         """The named producer's last committed seq in the table (None: nothing committed yet)."""
-        result = self.action(names.PRODUCER_STATE, wa.ProducerStateBody(table, producer))
-        return wa.ProducerState.from_json(result, names.PRODUCER_STATE).last_seq
+        return self._typed(names.PRODUCER_STATE, wa.ProducerStateBody(table, producer)).last_seq
 
     # -- Paimon tables: snapshots, consumers, maintenance ----------------------------------
 
     def latest_snapshot(self, table: str) -> wa.Snapshots:
         """The table's latest and earliest snapshot ids (None while it has none)."""
-        return wa.Snapshots.from_json(self.action(names.LATEST_SNAPSHOT, wa.TableBody(table)), names.LATEST_SNAPSHOT)
+        return self._typed(names.LATEST_SNAPSHOT, wa.TableBody(table))
 
     def find_snapshot(self, table: str, timestamp_millis: int | None = None, tag: str | None = None) -> wa.FoundSnapshot:
         """The snapshots around a commit time, or the snapshot of a tag."""
-        result = self.action(names.FIND_SNAPSHOT, wa.FindSnapshotBody(table, timestamp_millis, tag))
-        return wa.FoundSnapshot.from_json(result, names.FIND_SNAPSHOT)
+        return self._typed(names.FIND_SNAPSHOT, wa.FindSnapshotBody(table, timestamp_millis, tag))
 
     def consumer_progress(self, table: str, consumer_id: str) -> int | None:
         """The next snapshot the consumer will read (None: it has no recorded progress)."""
-        result = self.action(names.CONSUMER_PROGRESS, wa.ConsumerBody(table, consumer_id))
-        return wa.ConsumerProgress.from_json(result, names.CONSUMER_PROGRESS).next_snapshot
+        return self._typed(names.CONSUMER_PROGRESS, wa.ConsumerBody(table, consumer_id)).next_snapshot
 
     def consumer_commit(self, table: str, consumer_id: str, next_snapshot: int) -> None:
         """Record that the consumer read every snapshot before `next_snapshot`."""
         self.action(names.CONSUMER_COMMIT, wa.ConsumerCommitBody(table, consumer_id, next_snapshot))
 
-    def compact(self, table: str, partition: dict | None = None, partitions: list[dict] | None = None) -> dict:
+    def compact(self, table: str, partition: dict | None = None, partitions: list[dict] | None = None) -> wa.Compacted:
         """Paimon's compact: the whole table, or the `partitions` ({column: value} each; `partition`: one)."""
-        return self.action(names.COMPACT, wa.CompactBody(table, partition, partitions))
+        return self._typed(names.COMPACT, wa.CompactBody(table, partition, partitions))
 
     def expire_snapshots(self, table: str, retain_max: int | None = None, retain_min: int | None = None,
-                         older_than=None, max_deletes: int | None = None) -> dict:
-        return self.action(names.EXPIRE_SNAPSHOTS, wa.ExpireSnapshotsBody(table, retain_max, retain_min, older_than,
+                         older_than=None, max_deletes: int | None = None) -> wa.SnapshotsExpired:
+        return self._typed(names.EXPIRE_SNAPSHOTS, wa.ExpireSnapshotsBody(table, retain_max, retain_min, older_than,
                                                                           max_deletes))
 
-    def remove_orphan_files(self, table: str, older_than=None, dry_run: bool = False) -> dict:
+    def remove_orphan_files(self, table: str, older_than=None, dry_run: bool = False) -> wa.OrphansRemoved:
         """Paimon's remove_orphan_files; `dry_run` lists what it would delete and deletes nothing."""
-        return self.action(names.REMOVE_ORPHAN_FILES, wa.RemoveOrphanFilesBody(table, older_than, dry_run or None))
+        return self._typed(names.REMOVE_ORPHAN_FILES, wa.RemoveOrphanFilesBody(table, older_than, dry_run or None))
 
     def create_tag(self, table: str, tag: str, snapshot: int | None = None,
                    time_retained: str | None = None) -> wa.TagCreated:
         """Paimon's create_tag: tag `snapshot` (the latest when None); `time_retained` such as '1 d'."""
-        result = self.action(names.CREATE_TAG, wa.CreateTagBody(table, tag, snapshot, time_retained))
-        return wa.TagCreated.from_json(result, names.CREATE_TAG)
+        return self._typed(names.CREATE_TAG, wa.CreateTagBody(table, tag, snapshot, time_retained))
 
     def delete_tag(self, table: str, tag: str) -> list[str]:
         """Paimon's delete_tag: one tag, or several comma-separated; the tags deleted."""
-        return wa.TagsDeleted.from_json(self.action(names.DELETE_TAG, wa.DeleteTagBody(table, tag)),
-                                        names.DELETE_TAG).deleted
+        return self._typed(names.DELETE_TAG, wa.DeleteTagBody(table, tag)).deleted
 
     def paimon_sink(self, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
                     call_timeout: float | None = None, max_unacked: int = DEFAULT_MAX_UNACKED,

@@ -154,13 +154,13 @@ def run(workload: str, seconds: float, sample_s: float, reads: int) -> dict:
             cpu0 = proc.cpu_times()
             while time.monotonic() - start < seconds:
                 time.sleep(min(sample_s, max(0.0, seconds - (time.monotonic() - start))))
-                state = client.stats(table)["maintenance"].get(table, {})
+                state = client.stats(table).maintenance.get(table)
                 cpu = proc.cpu_times()
                 workers = sum(c.memory_info().rss for c in proc.children(recursive=True)) / 2**20
                 samples.append({"t_s": round(time.monotonic() - start, 1), "rss_mib": proc.memory_info().rss / 2**20,
                                 "worker_rss_mib": workers,
                                 "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system,
-                                **{k: state.get(k) for k in ("ingested_bytes", "compacted_bytes", "write_amplification",
+                                **{k: getattr(state, k, None) for k in ("ingested_bytes", "compacted_bytes", "write_amplification",
                                                              "data_files", "data_bytes", "snapshots")}})
                 print(json.dumps({"workload": workload, **samples[-1]}), flush=True)
                 if any(p.error for p in producers):
@@ -171,12 +171,12 @@ def run(workload: str, seconds: float, sample_s: float, reads: int) -> dict:
                 assert p.error is None and p.acked == p.sent, (p.error, p.acked, p.sent)
             ingest_s = time.monotonic() - start
             settle_start = time.monotonic()
-            while client.stats(table)["maintenance"].get(table, {}).get("due", True):
+            while getattr(client.stats(table).maintenance.get(table), "due", True):
                 if time.monotonic() - settle_start > 900:
                     raise RuntimeError("maintenance did not settle in 15 minutes")
                 time.sleep(0.5)
             settle_s = time.monotonic() - settle_start
-            state = client.stats(table)["maintenance"][table]
+            state = client.stats(table).maintenance[table]
             total_rows = sum(p.rows for p in producers)
             baseline(warehouse, "bench.one_commit", total_rows, rows, seeds)
             kept_s, base_s = [], []
@@ -189,9 +189,9 @@ def run(workload: str, seconds: float, sample_s: float, reads: int) -> dict:
             return {"workload": workload, "producers": producers_n, "rows_per_batch": rows,
                     "rate_batches_s": rate * producers_n or "as fast as acked", "seconds": round(ingest_s, 1),
                     "rows": total_rows, "settle_s": round(settle_s, 1),
-                    "ingested_bytes": state["ingested_bytes"], "compacted_bytes": state["compacted_bytes"],
-                    "write_amplification": state["write_amplification"], "data_files_settled": state["data_files"],
-                    "compactions": state["compactions"],
+                    "ingested_bytes": state.ingested_bytes, "compacted_bytes": state.compacted_bytes,
+                    "write_amplification": state.write_amplification, "data_files_settled": state.data_files,
+                    "compactions": state.compactions,
                     "read_ms": round(statistics.median(kept_s) * 1000, 1),
                     "one_commit_read_ms": round(statistics.median(base_s) * 1000, 1),
                     "read_ratio": round(statistics.median(kept_s) / statistics.median(base_s), 3),
@@ -226,9 +226,9 @@ def busy(workers: int, burst: int) -> dict:
             producer.join(600)
             assert producer.error is None and producer.acked == producer.sent, (producer.error, producer.acked)
             busy_s = []
-            while client.stats("bench.t")["maintenance"].get("bench.t", {}).get("due", True):
+            while getattr(client.stats("bench.t").maintenance.get("bench.t"), "due", True):
                 busy_s.append(full_read_s(client, "bench.read")[0])
-            state = client.stats("bench.t")["maintenance"]["bench.t"]
+            state = client.stats("bench.t").maintenance["bench.t"]
             settled_s = [full_read_s(client, "bench.read")[0] for _ in range(max(5, len(busy_s)))]
         finally:
             client.close()
@@ -236,7 +236,7 @@ def busy(workers: int, burst: int) -> dict:
     return {"workers": workers, "busy_reads": len(busy_s), "busy_ms": round(statistics.median(busy_s) * 1000, 1),
             "settled_ms": round(statistics.median(settled_s) * 1000, 1),
             "ratio": round(statistics.median(busy_s) / statistics.median(settled_s), 3),
-            "compactions": state["compactions"], "compacted_bytes": state["compacted_bytes"]}
+            "compactions": state.compactions, "compacted_bytes": state.compacted_bytes}
 
 
 def main() -> int:

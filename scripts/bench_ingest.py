@@ -566,7 +566,7 @@ def table_writes(uri: str, table: str) -> dict:
 
     c = Client(uri)
     try:
-        return c.stats(table)["paimon_writes"][table]
+        return c.stats(table).paimon_writes[table].to_json()
     finally:
         c.close()
 

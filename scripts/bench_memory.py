@@ -130,7 +130,7 @@ def main() -> int:
                 if args.trace and first is None and t >= args.snap_at:
                     first = tracemalloc.take_snapshot()
                 stats = client.stats(table)
-                state = stats["maintenance"].get(table, {})
+                state, writes = stats.maintenance.get(table), stats.paimon_writes.get(table)
                 sample = {"t_s": round(t, 1), "rss_mib": round(proc.memory_info().rss / 2**20, 1),
                           "worker_rss_mib": round(sum(_rss(c) for c in proc.children(recursive=True)) / 2**20, 1)}
                 if not args.process:
@@ -138,9 +138,9 @@ def main() -> int:
                                    "gc_objects": len(gc.get_objects())})
                 sample.update({
                           "acked": sum(p.acked for p in producers),
-                          "commits": stats["paimon_writes"].get(table, {}).get("commits"),
-                          "snapshots": state.get("snapshots"),
-                          "compactions": state.get("compactions")})
+                          "commits": getattr(writes, "commits", None),
+                          "snapshots": getattr(state, "snapshots", None),
+                          "compactions": getattr(state, "compactions", None)})
                 if args.trace:
                     sample["traced_mib"] = round(tracemalloc.get_traced_memory()[0] / 2**20, 1)
                     sample["tracemalloc_overhead_mib"] = round(tracemalloc.get_tracemalloc_memory() / 2**20, 1)

@@ -132,14 +132,14 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int) -> dict
                 line = r.stdout.readline()
                 if line.strip() != "ready":
                     raise RuntimeError(f"a producer process did not start: {line!r}")
-            commits0 = sum(w["commits"] for w in client.stats()["paimon_writes"].values())
+            commits0 = sum(w.commits for w in client.stats().paimon_writes.values())
             cpu0, start = cpu_s(server.proc.pid), time.monotonic()
             for r in roles:
                 r.stdin.write("go\n")
                 r.stdin.flush()
             outs = [json.loads(r.communicate(timeout=seconds + 600)[0].strip().splitlines()[-1]) for r in roles]
             elapsed, cpu = time.monotonic() - start, cpu_s(server.proc.pid) - cpu0
-            commits = sum(w["commits"] for w in client.stats()["paimon_writes"].values()) - commits0
+            commits = sum(w.commits for w in client.stats().paimon_writes.values()) - commits0
         finally:
             client.close()
             server.stop()

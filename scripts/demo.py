@@ -342,10 +342,10 @@ def demo_ingest_throughput(uri: str) -> None:
             sink.write(batches[i % len(batches)])
     elapsed = time.perf_counter() - start
     nbytes = total * batches[0].nbytes
-    writes = client.stats(name)["paimon_writes"][name]
+    writes = client.stats(name).paimon_writes[name]
     print(f"{total} batches ({nbytes / 1e6:,.0f} MB) acked in {elapsed:.1f} s: {nbytes / 1e6 / elapsed:,.0f} MB/s "
-          f"into {writes['commits']} snapshots; {writes['writers']} writer threads, CPU s each "
-          f"{writes['write_cpu_s']}, commit thread {writes['commit_cpu_s']} s")
+          f"into {writes.commits} snapshots; {writes.writers} writer threads, CPU s each "
+          f"{writes.write_cpu_s}, commit thread {writes.commit_cpu_s} s")
 
 
 def _latest_demo_table(warehouse: str) -> str | None:
@@ -445,8 +445,8 @@ def demo_spark_connect_and_write_stream(spark, uri: str, table: str) -> None:
         for entry in commits.iterdir():  # as if the driver died before logging its last micro-batch
             entry.unlink()
         run_once()  # Spark runs that micro-batch again
-    held = client.stats("demo_enriched")["push"]["demo_enriched"]["partitions"]
-    rows = sum(p["rows_in"] for p in held.values())
+    held = client.stats("demo_enriched").push["demo_enriched"].partitions
+    rows = sum(p.rows_in for p in held.values())
     print(f"writeStream {table} -> push demo_enriched, run, then its last micro-batch replayed: "
           f"{rows} rows in the push table (expected {classic}: the replay added none)")
     client.drop("demo_enriched")
@@ -462,12 +462,15 @@ def _commit_each(client, name: str, batches, report_every: int, what: str) -> No
                 deadline = time.monotonic() + 60
                 while sink.acked < n and time.monotonic() < deadline:
                     time.sleep(0.01)
-                state = client.stats(name)["maintenance"].get(name, {})
-                print(f"{n} {what}, {n * b.num_rows} rows written: {state.get('snapshots')} snapshots kept, "
-                      f"{state.get('data_files')} data files, {state.get('compactions')} compactions so far "
-                      f"(rewrote {state.get('compacted_bytes', 0) / 2**20:.2f} MiB of the "
-                      f"{state.get('ingested_bytes', 0) / 2**20:.2f} MiB committed: write amplification "
-                      f"{state.get('write_amplification')}, size tiers)", flush=True)
+                state = client.stats(name).maintenance.get(name)
+                if state is None:  # before its first round
+                    print(f"{n} {what}, {n * b.num_rows} rows written: no maintenance round yet", flush=True)
+                    continue
+                print(f"{n} {what}, {n * b.num_rows} rows written: {state.snapshots} snapshots kept, "
+                      f"{state.data_files} data files, {state.compactions} compactions so far "
+                      f"(rewrote {state.compacted_bytes / 2**20:.2f} MiB of the "
+                      f"{state.ingested_bytes / 2**20:.2f} MiB committed: write amplification "
+                      f"{state.write_amplification}, size tiers)", flush=True)
 
 
 def demo_maintenance(uri: str) -> None:

@@ -132,10 +132,10 @@ class BatchReader(DataSourceReader):
         job's end). The server frees batches for a producer waiting for room once the reader has
         caught up; a commit (a stream's, or the commit action) or a drain frees the rest."""
         name = self.opts.push
-        state = call(self.opts, names.STATS, client.stats, name)[names.PUSH][name]["partitions"].get(str(p))
+        state = call(self.opts, names.OFFSETS, client.offsets, name).get(str(p))
         if state is None:
             return []
-        start = state["committed"]
+        start = state.committed
         parts = partitions_of(call(self.opts, "planning", client.replay_info, name, p, start, None), self.opts)
         for part in parts:
             part.label = f"{self.opts.target} partition {p} from batch {start}"

@@ -9,7 +9,6 @@ at offset 0, is instead a full scan pinned at its end snapshot.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -20,7 +19,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from flight_server.wire import names
+from flight_server.wire import messages, names
 from flight_server.wire.requests import PaimonRequest
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import (
@@ -194,7 +193,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         maxBytesPerTrigger (data files on storage) and maxFilesPerTrigger; at least one snapshot."""
         o = self.opts
         limits = [(o.max_rows_per_trigger, lambda i: i.total_records), (o.max_bytes_per_trigger, lambda i: i.total_bytes),
-                  (o.max_files_per_trigger, lambda i: json.loads(i.app_metadata or b"{}").get("files", -1))]
+                  (o.max_files_per_trigger, _files)]
         limits = [(cap, measure) for cap, measure in limits if cap]
         admitted, totals = begin + 1, [0] * len(limits)
         for snap in range(begin + 1, min(end, begin + _MAX_PROBES) + 1):
@@ -245,3 +244,9 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _files(info) -> int:
+    """The data files a delta's plan reads, from its FlightInfo's `{"files": K}` (-1: not said)."""
+    files = messages.read_plan_mark(info.app_metadata).files
+    return -1 if files is None else files

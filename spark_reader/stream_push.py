@@ -21,6 +21,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, Suppor
 from pyspark.sql.types import StructType
 
 from flight_server.wire import names
+from flight_server.wire.actions import PartitionOffsets
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import EndpointPartition, SourceError, call, connect, partitions_of, read_partition
 from spark_reader.options import Options
@@ -42,12 +43,9 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = connect(self.opts)
         return self._client
 
-    def _partitions(self) -> dict[str, dict]:
-        stats = call(self.opts, names.STATS, self._c().stats, self.opts.push)
-        try:
-            return stats[names.PUSH][self.opts.push]["partitions"]
-        except KeyError:
-            raise SourceError(f"The server's stats lack {self.opts.target}; was it dropped?") from None
+    def _partitions(self) -> dict[str, PartitionOffsets]:
+        """Where each partition stands now (the server's `offsets` action), by partition number."""
+        return call(self.opts, names.OFFSETS, self._c().offsets, self.opts.push)
 
     def initialOffset(self) -> dict:
         # By default a new query starts where the last consumer's commits left off: nothing
@@ -55,13 +53,13 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parts = self._partitions()
         start = self.opts.starting_offsets
         if start == "earliest":
-            return {p: s["committed"] for p, s in parts.items()}
-        chosen = {p: s["next_seq"] for p, s in parts.items()} if start == "latest" else start
+            return {p: s.committed for p, s in parts.items()}
+        chosen = {p: s.next_seq for p, s in parts.items()} if start == "latest" else start
         unknown = sorted(set(chosen) - set(parts), key=int)
         if unknown:
             raise SourceError(f"Option 'startingOffsets' names partition(s) {', '.join(unknown)} that "
                               f"{self.opts.target} does not have (it has {len(parts)}).")
-        offsets = {p: chosen.get(p, s["committed"]) for p, s in parts.items()}
+        offsets = {p: chosen.get(p, s.committed) for p, s in parts.items()}
         offsets = {p: self._readable_from(p, seq, parts) for p, seq in offsets.items()}
         self._commit(offsets, discard=True)  # the held batches before the start are not this query's: free them
         return offsets
@@ -73,7 +71,7 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parts = self._partitions()
         start = {p: self._readable_from(p, seq, parts) for p, seq in start.items()}
         self._commit({p: seq for p, seq in start.items() if p in parts})
-        latest = {p: s["next_seq"] for p, s in parts.items()}
+        latest = {p: s.next_seq for p, s in parts.items()}
         if self._target is not None:
             latest = {p: min(seq, self._target.get(p, seq)) for p, seq in latest.items()}
         latest = {p: max(seq, start.get(p, 0)) for p, seq in latest.items()}
@@ -81,18 +79,18 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = _within(start, latest, self.opts.max_offsets_per_trigger)
         return latest
 
-    def _readable_from(self, p: str, seq: int, parts: dict[str, dict]) -> int:
+    def _readable_from(self, p: str, seq: int, parts: dict[str, PartitionOffsets]) -> int:
         """Where partition `p` can be read from when Spark's offset says `seq`: `seq`, unless the
         server no longer holds it (another consumer committed past it, or the table was registered
         anew): then failOnDataLoss decides between an error and going on from what is held."""
         state = parts.get(p)
         if state is None:
             lost = f"partition {p} no longer exists"
-        elif seq < state["committed"]:
-            lost = (f"batches [{seq}, {state['committed']}) of partition {p} were committed by another "
+        elif seq < state.committed:
+            lost = (f"batches [{seq}, {state.committed}) of partition {p} were committed by another "
                     "consumer and freed")
-        elif seq > state["next_seq"]:
-            lost = (f"partition {p} holds batches only up to {state['next_seq']}, behind this query's offset "
+        elif seq > state.next_seq:
+            lost = (f"partition {p} holds batches only up to {state.next_seq}, behind this query's offset "
                     f"{seq}: the table was registered anew (a server restart?)")
         else:
             return seq
@@ -100,10 +98,10 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise SourceError(f"{self.opts.target}: {lost}, so this query cannot read them. Start a new "
                               "checkpoint, or set .option('failOnDataLoss', 'false') to go on from what is held.")
         log.warning("push_stream_data_loss", table=self.opts.push, partition=p, detail=lost)
-        return 0 if state is None else state["committed"]
+        return 0 if state is None else state.committed
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {p: s["next_seq"] for p, s in self._partitions().items()}
+        self._target = {p: s.next_seq for p, s in self._partitions().items()}
 
     def partitions(self, start: dict, end: dict) -> list[EndpointPartition]:
         parts, held = [], None
@@ -130,6 +128,11 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             call(self.opts, names.COMMIT, self._c().commit, self.opts.push, {int(p): s for p, s in offsets.items()},
                  discard)
 
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
 
 def _within(start: dict, latest: dict, budget: int) -> dict:
     """maxOffsetsPerTrigger: at most `budget` batches in all, split over the partitions in
@@ -142,8 +145,3 @@ def _within(start: dict, latest: dict, budget: int) -> dict:
     for p in sorted(waiting, key=lambda q: waiting[q] - share[q], reverse=True)[: budget - sum(share.values())]:
         share[p] += 1  # the rounding remainder goes to the partitions left furthest behind
     return {p: start.get(p, 0) + share[p] for p in latest}
-
-    def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from flight_server.wire.actions import PartitionStats
 from producers.raw_grpc import rows
 from tests.conftest import ROOT, child_env, wait_for
 
@@ -72,7 +73,7 @@ class Running:
             assert self.proc.poll() is None, \
                 f"the producer exited (code {self.proc.returncode}) with no reader: {self.lines[-5:]}"
             stats = partition_stats(client, table)
-            return self.count("sent") > capacity and stats["queued_batches"] == capacity and stats["blocked_writers"] == 1
+            return self.count("sent") > capacity and stats.queued_batches == capacity and stats.blocked_writers == 1
 
         wait_for(blocked, lambda: f"the producer to block on the full partition: {self.lines[-5:]}", timeout)
 
@@ -89,10 +90,8 @@ class Running:
             self.proc.wait(10)
 
 
-def partition_stats(client, name: str, partition: int = 0) -> dict:
-    stats = client.stats(name)
-    stats = stats.get("push", stats)  # push tables sit under "push" beside Paimon's stats
-    return stats[name]["partitions"][str(partition)]
+def partition_stats(client, name: str, partition: int = 0) -> PartitionStats:
+    return client.stats(name).push[name].partitions[str(partition)]
 
 
 def assert_same_rows(got: pa.Table, expected: pa.Table) -> None:
@@ -140,7 +139,7 @@ def test_stalled_consumer_blocks_producer_until_drained(producer, server, client
         sent, acks = p.count("sent"), p.count("ack")
         assert sent < batches, "every send went through although nobody read"
         assert acks == capacity, f"the server accepted {acks} batches into a log of {capacity}"
-        assert partition_stats(client, "slow")["queued_batches"] == capacity
+        assert partition_stats(client, "slow").queued_batches == capacity
 
         got = read_table(client, "slow")
         code, err = p.finish(timeout=60)
@@ -192,7 +191,7 @@ def test_wrong_schema_is_refused_with_the_difference(producer, server, client):
     assert "Traceback" not in refused.stderr
 
     part = partition_stats(client, "strict")
-    assert (part["state"], part["rows_in"]) == ("open", 0), "a refused stream appended or closed"
+    assert (part.state, part.rows_in) == ("open", 0), "a refused stream appended or closed"
     # The refusal left the partition usable: a producer with the right schema still gets through.
     ok = run(producer, "--uri", server.uri, "--table", "strict", "--batches", "2", "--rows", "10",
              "--timeout", "30")
@@ -210,8 +209,8 @@ def test_killed_producer_fails_reader(producer, server, client):
         p.kill()  # SIGKILL: no clean end, no in-band error, just a broken stream
 
     # The server notices the broken stream while blocked on the full log, with no reader needed.
-    wait_for(lambda: partition_stats(client, "killed")["state"] == "failed",
-             lambda: f"the killed producer's partition to fail (it is {partition_stats(client, 'killed')['state']!r})")
+    wait_for(lambda: partition_stats(client, "killed").state == "failed",
+             lambda: f"the killed producer's partition to fail (it is {partition_stats(client, 'killed').state!r})")
     info = client.info("killed")
     received: list[pa.RecordBatch] = []
     with pytest.raises(flight.FlightError, match="broke"):
@@ -278,7 +277,7 @@ def test_the_node_producer_says_when_it_waits_on_a_full_partition(server, client
         line = p.stderr.readline()  # blocks until the producer explains its wait (or fails)
         assert line.startswith("producer.js: waiting for the server to take batch "), line
         assert "partition 0 of push table 'full' is full: is a reader running?" in line, line
-        assert partition_stats(client, "full")["queued_batches"] == 2
+        assert partition_stats(client, "full").queued_batches == 2
     finally:
         p.kill()
         p.wait(10)

@@ -28,7 +28,7 @@ def tail_process(*args: str) -> subprocess.Popen:
 
 
 def viewers(client: Client, name: str) -> int:
-    return client.stats(name)["push"][name]["partitions"]["0"]["viewers"]
+    return client.stats(name).push[name].partitions["0"].viewers
 
 
 def test_serve_register_produce_tail_list_stats(server_process):

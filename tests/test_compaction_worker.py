@@ -51,10 +51,10 @@ def test_compactions_of_append_and_primary_key_tables_run_in_a_worker_process(wi
     for table in ("db.a", "db.k"):
         ingest(client, table, range(12))
     for table in ("db.a", "db.k"):
-        wait_for(lambda: settled(client, table) and maintenance(client, table).get("compactions", 0) >= 1,
+        wait_for(lambda: settled(client, table) and maintenance(client, table).compactions >= 1,
                  f"a compaction of {table}", timeout=120)
         state = maintenance(client, table)
-        assert state["last_error"] is None and state["data_files"] == 1, state
+        assert state.last_error is None and state.data_files == 1, state
         _, whole = read_all(client, command({"table": table}))
         assert sorted(whole.column("id").to_pylist()) == expected(range(12))
     worker = running.server.maintainer.worker
@@ -76,13 +76,13 @@ def test_a_worker_killed_mid_rewrite_fails_one_round_and_the_next_starts_another
     started = process.cpu_times().user  # it has started up (pypaimon imported) before it says ready
     wait_for(lambda: process.cpu_times().user > started + 0.3, "the worker rewriting", 120)
     os.kill(process.pid, signal.SIGKILL)
-    wait_for(lambda: "compaction worker process ended" in (maintenance(client, "db.t")["last_error"] or ""),
+    wait_for(lambda: "compaction worker process ended" in (maintenance(client, "db.t").last_error or ""),
              lambda: f"the round's error naming the worker: {maintenance(client, 'db.t')}", 120)
-    assert maintenance(client, "db.t")["compactions"] == 0
+    assert maintenance(client, "db.t").compactions == 0
     running.server.maintainer.settle_s = 0.2
     put_raw(client, descriptor, [ingest_rows(5, 20)])  # a commit asks for the next round
-    wait_for(lambda: worker.started == 2 and settled(client, "db.t") and maintenance(client, "db.t")["compactions"] == 1
-             and maintenance(client, "db.t")["last_error"] is None,
+    wait_for(lambda: worker.started == 2 and settled(client, "db.t") and maintenance(client, "db.t").compactions == 1
+             and maintenance(client, "db.t").last_error is None,
              lambda: f"a round in a new worker: {maintenance(client, 'db.t')}", 180)
     _, whole = read_all(client, command({"table": "db.t"}))
     assert sorted(whole.column("id").to_pylist()) == sorted(

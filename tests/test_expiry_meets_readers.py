@@ -141,7 +141,7 @@ def test_a_follows_first_full_read_whose_files_expire_ends_not_found_naming_the_
     fi = info(client, command({"table": t, "follow": True, "start": "latest-full", **POLL}))
     follower = Follower(client, fi.endpoints[0])
     wait_for(reading.is_set, "the follow's full read of snapshot 3 to start", timeout=60)
-    assert client.compact(t)["snapshots"]  # snapshot 4 replaces every file snapshot 3 reads ...
+    assert client.compact(t).snapshots  # snapshot 4 replaces every file snapshot 3 reads ...
     expire_all_but_latest(client, t)  # ... and expiry deletes them with snapshot 3
     go_on.set()
     wait_for(lambda: follower.error is not None, "the follow to fail", timeout=60)

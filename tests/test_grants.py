@@ -11,6 +11,7 @@ import pyarrow.flight as flight
 import pytest
 
 from tests.process import ServerProcess
+from flight_server.wire.actions import PartitionOffsets
 from flight_server.wire.errors import PermissionDenied, from_flight
 from producers import Client
 from producers.examples.events import SCHEMA, batch
@@ -71,3 +72,12 @@ def test_get_schema_outside_the_grants_is_refused_naming_principal_and_table(sec
     error = from_flight(e.value)
     assert isinstance(error, PermissionDenied)
     assert f"Principal {who!r} may not read" in error.message and repr(path[1]) in error.message
+
+
+def test_offsets_take_the_read_grant_as_stats_does(secured):
+    """A push table's offsets are read as its stats are: a write-only principal is refused naming
+    the grant; one that may read gets them."""
+    with pytest.raises(flight.FlightUnauthorizedError, match=r"Principal 'writer' may not read table 'orders' "
+                                                             r"\(action 'offsets'\): it holds no 'read' grant"):
+        secured["writer"].offsets("orders")
+    assert secured["admin"].offsets("orders") == {"0": PartitionOffsets(0, 0, "open")}

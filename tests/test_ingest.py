@@ -90,9 +90,9 @@ def test_group_commit_puts_concurrent_producers_into_shared_snapshots(server, cl
     latest = client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"]
     assert latest < 20, f"{latest} snapshots for 20 batches: the committer did not group them"
     assert [client.producer_state("db.t", f"p{i}") for i in range(4)] == [4, 4, 4, 4]
-    writes = client.stats("db.t")["paimon_writes"]["db.t"]
-    assert writes["commits"] == latest and writes["last_snapshot"] == latest and writes["queued_batches"] == 0
-    assert writes["named_producers_writing"] == [] and client.stats()["paimon_writes"].keys() == {"db.t"}
+    writes = client.stats("db.t").paimon_writes["db.t"]
+    assert writes.commits == latest and writes.last_snapshot == latest and writes.queued_batches == 0
+    assert writes.named_producers_writing == [] and client.stats().paimon_writes.keys() == {"db.t"}
 
 
 def test_a_named_producer_resumes_and_a_resent_batch_is_not_written_twice(client):
@@ -329,8 +329,8 @@ def test_a_second_stream_of_a_producer_fences_the_first_and_nothing_is_written_t
             old_writer.write_with_metadata(rows(seq), pa.py_buffer(messages.batch_seq(seq)))
 
         def old_stream_received():  # gRPC starts a call lazily: the old stream must reach the server first
-            w = client.stats("db.t")["paimon_writes"]["db.t"]
-            return w["commits"] > 1 or w["queued_batches"] + w["written_batches"] + w["in_commit_batches"] == 2
+            w = client.stats("db.t").paimon_writes["db.t"]
+            return w.commits > 1 or w.queued_batches + w.written_batches + w.in_commit_batches == 2
 
         wait_for(old_stream_received, "the old stream's two batches at the server")
         # The producer "restarts" while the server still holds batches 1 and 2 of its first stream,
@@ -446,9 +446,9 @@ def test_writer_threads_share_an_append_table_and_every_commit_holds_a_prefix_of
         for t in threads:
             t.join(90)
         assert not errors, errors
-        writes = client.stats("db.t")["paimon_writes"]["db.t"]
-        assert writes["writers"] == 3
-        assert sum(1 for cpu in writes["write_cpu_s"] if cpu > 0) >= 2, writes["write_cpu_s"]
+        writes = client.stats("db.t").paimon_writes["db.t"]
+        assert writes.writers == 3
+        assert sum(1 for cpu in writes.write_cpu_s if cpu > 0) >= 2, writes.write_cpu_s
         latest = client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"]
         assert latest > 2, "one commit: the test did not see commits between writes"
 
@@ -466,7 +466,7 @@ def test_writer_threads_share_an_append_table_and_every_commit_holds_a_prefix_of
         assert len(final) == len(set(final)) == 4 * 150 * 20
         with client.paimon_sink("db.k") as sink:  # rows go to buckets: one writer, as Java Paimon's
             sink.write(rows(1))
-        assert client.stats("db.k")["paimon_writes"]["db.k"]["writers"] == 1
+        assert client.stats("db.k").paimon_writes["db.k"].writers == 1
     finally:
         running.stop()
 
@@ -488,8 +488,8 @@ def test_a_sink_keeps_at_most_its_byte_window_unacked(warehouse):
         writer = threading.Thread(target=lambda: [sink.write(rows(b)) for b in range(1, 7)])
         writer.start()
         def held():
-            writes = client.stats("db.t")["paimon_writes"]["db.t"]
-            return writes["queued_batches"] + writes["written_batches"]
+            writes = client.stats("db.t").paimon_writes["db.t"]
+            return writes.queued_batches + writes.written_batches
 
         wait_for(lambda: held() == 2, "two batches held by the server until the next commit")
         batches, nbytes = sink.unacked

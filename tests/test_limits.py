@@ -26,7 +26,7 @@ def batch_of(mib: int) -> pa.RecordBatch:
 
 
 def partition(client: Client, name: str) -> dict:
-    return client.stats(name)["push"][name]["partitions"]["0"]
+    return client.stats(name).push[name].partitions["0"]
 
 
 def refusal(fn) -> LimitExceeded:
@@ -42,7 +42,7 @@ def test_max_memory_holds_pushed_bytes_under_the_bound_and_refuses_what_cannot_f
         client = Client(server.uri, timeout=30)
         rss = psutil.Process(server.proc.pid)
         client.register("big", SCHEMA, capacity=1000)  # the bytes bound it, not the batch count
-        assert client.stats("big")["push"]["big"]["capacity_bytes"] == 64 * MiB
+        assert client.stats("big").push["big"].capacity_bytes == 64 * MiB
         baseline = rss.memory_info().rss
         errors: list[BaseException] = []
         batch = batch_of(17)
@@ -58,10 +58,10 @@ def test_max_memory_holds_pushed_bytes_under_the_bound_and_refuses_what_cannot_f
         producer = threading.Thread(target=produce, name="big-producer", daemon=True)
         producer.start()
         # The fourth batch is read and waits for room: it would pass 64 MiB.
-        wait_for(lambda: partition(client, "big")["blocked_writers"] == 1, "the fourth 17 MiB batch to wait", 30)
+        wait_for(lambda: partition(client, "big").blocked_writers == 1, "the fourth 17 MiB batch to wait", 30)
         stats = partition(client, "big")
         peak = rss.memory_info().rss - baseline
-        assert stats["queued_batches"] == 3 and stats["queued_bytes"] <= 64 * MiB, stats
+        assert stats.queued_batches == 3 and stats.queued_bytes <= 64 * MiB, stats
         assert producer.is_alive()
         # What the server process grew by (340 MiB were pushed): the 51 MiB held, the fourth batch
         # the server has read and holds until there is room (it cannot know a batch's size before
@@ -166,6 +166,6 @@ def test_a_producer_that_fills_its_partition_in_bytes_closes_before_any_reader_c
         sink.write(batch_of(1))
         sink.write(batch_of(1))  # 2 MiB: full in bytes
     stats = partition(client, "filled")
-    assert stats["state"] == "eof" and stats["queued_batches"] == 2, stats
+    assert stats.state == "eof" and stats.queued_batches == 2, stats
     ticket = client.info("filled").endpoints[0].ticket
     assert client.flight.do_get(ticket, options=client.options(10)).read_all().num_rows == 2 * MiB // 8

@@ -89,7 +89,7 @@ def test_a_refused_token_is_logged_with_the_peer_and_no_call_gets_past_it(wareho
         assert not [e for e in logs if e["event"] in ("rpc_done", "rpc_failed")]  # refused before any handler
         assert token not in repr(logs)
         ok = Client(running.uri, timeout=10, token=token)
-        assert "push" in ok.stats()
+        assert ok.stats().push is not None
         ok.close()
     finally:
         running.stop()

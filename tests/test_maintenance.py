@@ -12,6 +12,7 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_server.wire import names
+from flight_server.wire.actions import MaintenanceStats
 from producers import Client
 from tests.conftest import RunningServer, wait_for
 from tests.paimon_tables import Follower, Warehouse, command, read_all, rows
@@ -53,14 +54,14 @@ def live_files(table, snapshot_id: int | None = None) -> list:
     return t.new_read_builder().new_scan().file_scanner.plan_files()
 
 
-def maintenance(client, table: str) -> dict:
-    return client.stats(table)["maintenance"].get(table, {})
+def maintenance(client, table: str) -> MaintenanceStats | None:
+    return client.stats(table).maintenance.get(table)
 
 
 def settled(client, table: str) -> bool:
     """Maintenance has run since the table's last commit and has nothing more to do."""
     state = maintenance(client, table)
-    return bool(state) and not state["due"]
+    return state is not None and not state.due
 
 
 def data_files_on_disk(warehouse: str, table: str) -> set[str]:
@@ -109,9 +110,9 @@ def test_expiry_keeps_num_retained_and_deletes_only_what_no_kept_snapshot_reads(
     manager = table.snapshot_manager()
 
     wait_for(lambda: settled(client, "db.t"), "maintenance after the last commit", timeout=60)
-    assert maintenance(client, "db.t")["snapshots"] <= 5
+    assert maintenance(client, "db.t").snapshots <= 5
     latest = manager.get_latest_snapshot().id
-    earliest = latest - maintenance(client, "db.t")["snapshots"] + 1
+    earliest = latest - maintenance(client, "db.t").snapshots + 1
     assert manager.get_snapshot_by_id(earliest - 1) is None
     on_disk = data_files_on_disk(warehouse, "db.t")
     needed = set()
@@ -125,7 +126,7 @@ def test_expiry_keeps_num_retained_and_deletes_only_what_no_kept_snapshot_reads(
             assert sorted(data.column("id").to_pylist()) == expected
     assert on_disk == needed, f"{len(on_disk - needed)} data files no kept snapshot reads were left"
     state = maintenance(client, "db.t")
-    assert state["files_deleted"] > 0 and state["last_expiry"]["first_kept"] <= earliest
+    assert state.files_deleted > 0 and state.last_expiry.done.first_kept <= earliest
 
 
 def test_a_consumer_keeps_its_snapshots_until_it_expires(fast, warehouse):
@@ -139,7 +140,7 @@ def test_a_consumer_keeps_its_snapshots_until_it_expires(fast, warehouse):
     acks = first + ingest(client, "db.t", range(1, 30))
     manager = table_of(warehouse, "db.t").snapshot_manager()
     wait_for(lambda: settled(client, "db.t"), "maintenance after the last commit", timeout=60)
-    assert maintenance(client, "db.t")["expiries"] > 0
+    assert maintenance(client, "db.t").expiries > 0
     assert manager.get_snapshot_by_id(acks[1].snapshot) is not None, "the consumer's next snapshot was expired"
     _, still = read_all(client, command({"table": "db.t", "snapshot": acks[1].snapshot}))
     assert still.num_rows == 40
@@ -169,7 +170,7 @@ def test_a_tag_keeps_its_files_through_compaction_and_expiry(fast, warehouse):
     table = table_of(warehouse, "db.t")
     table.create_tag("at10", snapshot_id=acks[-1].snapshot)
     ingest(client, "db.t", range(10, 20))
-    assert maintenance(client, "db.t").get("compactions", 0) == 0, "write-only: the writer maintains nothing"
+    assert getattr(maintenance(client, "db.t"), "compactions", 0) == 0, "write-only: the writer maintains nothing"
     client.action(names.COMPACT, {"table": "db.t"})
     ingest(client, "db.t", range(20, 25))
     result = client.action(names.EXPIRE_SNAPSHOTS, {"table": "db.t"})
@@ -282,7 +283,7 @@ def test_two_servers_ingesting_and_maintaining_one_table_lose_and_double_nothing
         assert not errors, errors
         wait_for(lambda: all(settled(c, "db.e") for c in clients), "both servers' maintenance", timeout=60)
         states = [maintenance(c, "db.e") for c in clients]
-        assert sum(s["compactions"] for s in states) > 0 and sum(s["files_deleted"] for s in states) > 0
+        assert sum(s.compactions for s in states) > 0 and sum(s.files_deleted for s in states) > 0
         table = table_of(warehouse, "db.e")
         manager = table.snapshot_manager()
         latest, on_disk = manager.get_latest_snapshot().id, data_files_on_disk(warehouse, "db.e")
@@ -399,7 +400,7 @@ def test_durable_ingest_keeps_a_primary_key_table_merged_and_readers_see_each_ch
         latest_of.update({i: n for i, n in zip(b.column("id").to_pylist(), b.column("batch").to_pylist())})
     wait_for(lambda: settled(client, "db.k"), "maintenance after the last commit", timeout=60)
     state = maintenance(client, "db.k")
-    assert state["last_error"] is None and state["compactions"] > 0
+    assert state.last_error is None and state.compactions > 0
     table = table_of(warehouse, "db.k")
     by_bucket = collections.defaultdict(list)
     for e in live_files(table):
@@ -572,7 +573,7 @@ def test_a_primary_key_table_this_server_cannot_merge_is_expired_but_not_compact
     ingest(client, "db.k", range(12))
     wait_for(lambda: settled(client, "db.k"), "maintenance after the last commit", timeout=60)
     state = maintenance(client, "db.k")
-    assert state["last_error"] is None and state["snapshots"] <= 4 and state["compactions"] == 0
+    assert state.last_error is None and state.snapshots <= 4 and state.compactions == 0
     _, whole = read_all(client, command({"table": "db.k"}))
     assert whole.num_rows == 12 * 20
     with pytest.raises(pa.ArrowInvalid, match="deletion vectors"):
@@ -693,12 +694,12 @@ def test_part_files_wait_until_they_add_up_to_the_target(fast, warehouse):
     wait_for(lambda: settled(client, "db.p"), "maintenance after three commits", timeout=60)
     sizes = [e.file.file_size for e in live_files(table_of(warehouse, "db.p"))]
     assert len(sizes) == 3 and min(sizes) >= (512 << 10) // 16, f"each commit wrote a part file: {sizes}"
-    assert maintenance(client, "db.p").get("compactions", 0) == 0, "three part files far below the target wait"
+    assert getattr(maintenance(client, "db.p"), "compactions", 0) == 0, "three part files far below the target wait"
     batches = 3
     while (batches - 1) * min(sizes) < 1 << 20:  # the parts add up to the target twice
         put_raw(client, descriptor, [big(batches)])
         batches += 1
-    wait_for(lambda: settled(client, "db.p") and maintenance(client, "db.p").get("compactions", 0) >= 1,
+    wait_for(lambda: settled(client, "db.p") and maintenance(client, "db.p").compactions >= 1,
              "a compaction once the part files add up to the target", timeout=60)
     table = table_of(warehouse, "db.p")
     store, sm = TableStore(table, "db.p"), table.snapshot_manager()
@@ -712,7 +713,7 @@ def test_part_files_wait_until_they_add_up_to_the_target(fast, warehouse):
             first = [e.file.file_name for e in entries if e.kind == 1]
     assert first is not None and len(first) >= 5 and set(first) <= set(appended), first
     assert sum(appended[name] for name in first) >= 512 << 10, "the part files waited until they added up to the target"
-    assert maintenance(client, "db.p")["data_files"] < batches
+    assert maintenance(client, "db.p").data_files < batches
     _, whole = read_all(client, command({"table": "db.p"}))
     assert sorted(whole.column("id").to_pylist()) == sorted(i for b in range(batches) for i in big(b).column("id").to_pylist())
 
@@ -721,14 +722,14 @@ def test_a_dropped_table_is_forgotten_by_maintenance_and_one_created_again_start
     running, client = fast
     client.create_table("db.d", INGEST_SCHEMA, options=OPTIONS)
     ingest(client, "db.d", range(8))
-    wait_for(lambda: settled(client, "db.d") and maintenance(client, "db.d").get("compactions", 0) >= 1,
+    wait_for(lambda: settled(client, "db.d") and maintenance(client, "db.d").compactions >= 1,
              "a compaction of db.d", timeout=60)
     before = maintenance(client, "db.d")
     client.drop_table("db.d")
-    assert "db.d" not in client.stats()["maintenance"]
+    assert "db.d" not in client.stats().maintenance
     client.create_table("db.d", INGEST_SCHEMA, options=OPTIONS)
     ingest(client, "db.d", range(2))
     wait_for(lambda: settled(client, "db.d"), "maintenance of the new db.d", timeout=60)
     state = maintenance(client, "db.d")
-    assert state["last_error"] is None and state["compactions"] <= 2, state  # a settling merge a bucket at most
-    assert 0 < state["ingested_bytes"] < before["ingested_bytes"] / 2, (state, before)
+    assert state.last_error is None and state.compactions <= 2, state  # a settling merge a bucket at most
+    assert 0 < state.ingested_bytes < before.ingested_bytes / 2, (state, before)

@@ -247,20 +247,20 @@ def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(ware
         with client.paimon_sink("db.e", producer="p", max_unacked=1) as sink:
             for seq in range(20):
                 sink.write(batch("p", seq, 10))
-        wait_for(lambda: not client.stats("db.e")["maintenance"]["db.e"]["due"], "the last maintenance round")
-        state = client.stats("db.e")["maintenance"]["db.e"]
+        wait_for(lambda: not client.stats("db.e").maintenance["db.e"].due, "the last maintenance round")
+        state = client.stats("db.e").maintenance["db.e"]
         got = scrape(url)
         label = (("table", "db.e"),)
-        assert got[("flight_paimon_table_snapshots", label)] == state["snapshots"] <= 4
-        assert got[("flight_paimon_table_data_files", label)] == state["data_files"] < 5
-        assert got[("flight_paimon_table_data_bytes", label)] == state["data_bytes"] > 0
-        assert got[("flight_paimon_maintenance_compactions_total", label)] == state["compactions"] > 0
-        assert got[("flight_paimon_maintenance_files_deleted_total", label)] == state["files_deleted"] > 0
-        assert got[("flight_paimon_maintenance_ingested_bytes_total", label)] == state["ingested_bytes"] > 0
-        assert got[("flight_paimon_maintenance_write_amplification", label)] == state["write_amplification"] == \
-            round(state["compacted_bytes"] / state["ingested_bytes"], 3) > 0
+        assert got[("flight_paimon_table_snapshots", label)] == state.snapshots <= 4
+        assert got[("flight_paimon_table_data_files", label)] == state.data_files < 5
+        assert got[("flight_paimon_table_data_bytes", label)] == state.data_bytes > 0
+        assert got[("flight_paimon_maintenance_compactions_total", label)] == state.compactions > 0
+        assert got[("flight_paimon_maintenance_files_deleted_total", label)] == state.files_deleted > 0
+        assert got[("flight_paimon_maintenance_ingested_bytes_total", label)] == state.ingested_bytes > 0
+        assert got[("flight_paimon_maintenance_write_amplification", label)] == state.write_amplification == \
+            round(state.compacted_bytes / state.ingested_bytes, 3) > 0
         assert got[("flight_paimon_maintenance_last_timestamp_seconds", (("step", "expiry"), ("table", "db.e")))] \
-            == state["last_expiry"]["at_ms"] / 1000
+            == state.last_expiry.at_ms / 1000
         # Dropped, the table's series go, its maintenance's too.
         client.drop_table("db.e")
         assert not [key for key in scrape(url) if ("table", "db.e") in key[1]]

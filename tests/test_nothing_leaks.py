@@ -86,7 +86,7 @@ def test_expiry_deletes_the_index_manifests_index_files_and_statistics_only_expi
     assert index_files_of(table, snaps[2]) - index_files_of(table, snaps[4]), "us's first index file: the tag's only"
 
     result = client.expire_snapshots(t, retain_max=1, retain_min=1, older_than=int(time.time() * 1000) + 60_000)
-    assert result["expired"] == 3 and result["first_kept"] == 4
+    assert result.expired == 3 and result.first_kept == 4
     assert files_in(root, "index") == kept_index and kept_index < index_before
     assert {n for n in files_in(root, "manifest") if n.startswith("index-manifest-")} == \
         {snaps[4].index_manifest, snaps[2].index_manifest}
@@ -114,7 +114,7 @@ def test_remove_orphan_files_looks_in_statistics(client, warehouse):
     for name in ("stat-named", "stat-orphan-old"):
         os.utime(os.path.join(root, "statistics", name), (DAY_AGO, DAY_AGO))
     result = client.remove_orphan_files(t)
-    assert result["deleted"] == 1
+    assert result.deleted == 1
     assert files_in(root, "statistics") == {"stat-named", "stat-orphan-young"}
     assert sorted(wh.read(t).column("id").to_pylist()) == list(range(30))
 
@@ -151,29 +151,29 @@ def test_a_compaction_whose_commit_failed_counts_the_files_it_wrote_until_orphan
         before = files_in(root, "")
         with pytest.raises(Exception, match="(?i)conflict|commit failed"):
             client_a.compact(t)
-        assert racer.competing and racer.competing[0]["upgraded"] >= 1, racer.competing
+        assert racer.competing and racer.competing[0].upgraded >= 1, racer.competing
         table = wh.catalog.get_table(t)
         named = {e.file.file_name for e in table.new_read_builder().new_scan().file_scanner.plan_files()}
         # B's files are named; A's are not, and nothing but A's compaction wrote them
         written_by_a = files_in(root, "") - before - named
         assert written_by_a, "A's compaction wrote files before its commit failed"
         assert {f for f in before if f in named}, "B moved the non-overlapping files without rewriting them"
-        state = client_a.stats(t)["maintenance"][t]
+        state = client_a.stats(t).maintenance[t]
         size = sum(os.path.getsize(os.path.join(root, f)) for f in written_by_a)
-        assert (state["uncommitted_files"], state["uncommitted_bytes"]) == (len(written_by_a), size), state
+        assert (state.uncommitted_files, state.uncommitted_bytes) == (len(written_by_a), size), state
         label = (("table", t),)
         got = scrape(url)
         assert got[("flight_paimon_maintenance_uncommitted_files", label)] == len(written_by_a)
         assert got[("flight_paimon_maintenance_uncommitted_bytes", label)] == size
         assert sort_rows(wh.read(t)) == expected
 
-        assert client_a.remove_orphan_files(t)["deleted"] == 0  # younger than a day: still there, still counted
-        assert client_a.stats(t)["maintenance"][t]["uncommitted_files"] == len(written_by_a)
+        assert client_a.remove_orphan_files(t).deleted == 0  # younger than a day: still there, still counted
+        assert client_a.stats(t).maintenance[t].uncommitted_files == len(written_by_a)
         for f in written_by_a:
             os.utime(os.path.join(root, f), (DAY_AGO, DAY_AGO))
-        assert client_a.remove_orphan_files(t)["deleted"] == len(written_by_a)
-        state = client_a.stats(t)["maintenance"][t]
-        assert (state["uncommitted_files"], state["uncommitted_bytes"]) == (0, 0)
+        assert client_a.remove_orphan_files(t).deleted == len(written_by_a)
+        state = client_a.stats(t).maintenance[t]
+        assert (state.uncommitted_files, state.uncommitted_bytes) == (0, 0)
         assert scrape(url)[("flight_paimon_maintenance_uncommitted_files", label)] == 0
         assert files_in(root, "") == before | named  # only A's files went
         assert sort_rows(wh.read(t)) == expected
@@ -208,7 +208,7 @@ def test_a_consumer_expires_on_an_object_store(s3, tmp_path):  # noqa: F811 - th
         wait_for(lambda: time.time() > written + 4, "the consumer's file to be older than consumer.expiration-time")
         client.consumer_commit("db.c", "fresh", 2)
         result = client.expire_snapshots("db.c")
-        assert result["consumers_removed"] == ["gone"], result
+        assert result.consumers_removed == ["gone"], result
         listed = objects.list_objects_v2(Bucket=BUCKET, Prefix=key.rsplit("/", 1)[0] + "/").get("Contents", [])
         assert [o["Key"].rsplit("/", 1)[1] for o in listed if not o["Key"].endswith("/")] == ["consumer-fresh"]
         client.close()

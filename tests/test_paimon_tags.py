@@ -125,7 +125,7 @@ def test_deleting_a_tag_deletes_no_data_file_and_the_next_expiry_does(client, pa
     for i in range(4):
         paimon.commit(table, rows(i * 10, 10))
     client.create_tag(table, "kept", 2)
-    assert client.compact(table)["files_in"] == 4  # snapshot 5 removes the four files
+    assert client.compact(table).files_in == 4  # snapshot 5 removes the four files
     client.expire_snapshots(table, retain_max=1, retain_min=1, older_than=int(time.time() * 1000) + 60_000)
     files = data_files_on_disk(warehouse, table)
     assert len(files) == 3, "the compacted file and the two of snapshot 2, which the tag keeps"

@@ -7,6 +7,7 @@ import re
 
 import pyarrow.flight as flight
 
+from flight_server.wire.actions import ACTIONS, Message
 from producers.examples.counter import SCHEMA, make_batch
 from tests.conftest import ROOT
 from tests.paimon_tables import Warehouse, rows
@@ -21,7 +22,7 @@ def examples() -> list[tuple[str, str, dict]]:
 
 def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(client, warehouse):
     found = examples()
-    assert len(found) == 20, [(k, n) for k, n, _ in found]  # a new example must be counted here
+    assert len(found) == 21, [(k, n) for k, n, _ in found]  # a new example must be counted here
     # What the examples name: push table "orders" with two batches, Paimon table db.orders with
     # two snapshots, and (created by the register example itself) push table "clicks".
     wh = Warehouse(warehouse)
@@ -34,6 +35,12 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
         if kind == "action":
             result = client.action(name, body)
             assert isinstance(result, dict), (name, result)
+            # The result's JSON is its type's, key for key and in order: read as the type and written back.
+            typed = ACTIONS[name].result.from_json(result, name)
+            assert json.dumps(typed.to_json()) == json.dumps(result), (name, result)
+            if name == "offsets":  # the two batches of "orders" are held: nothing was committed yet
+                assert result == {"partitions": {"0": {"committed": 0, "next_seq": 2, "state": "eof"}}}
+                assert client.offsets(body["name"]) == typed.partitions
             if name == "register":
                 assert result == {"name": body["name"], "partitions": body["partitions"], "capacity": body["capacity"],
                                   "capacity_bytes": body["capacity_bytes"]}
@@ -41,7 +48,7 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
             client.register(body["push"], SCHEMA)
             for _ in range(2):
                 client.push_named(body["push"], body["partition"], body["producer"], [(0, make_batch(0, 5))])
-            assert client.stats(body["push"])["push"][body["push"]]["partitions"]["0"]["next_seq"] == 1
+            assert client.stats(body["push"]).push[body["push"]].partitions["0"].next_seq == 1
         elif "write" in body:  # a durable write's do_put target: one batch into db.orders, acked once committed
             sink = client.paimon_sink(body["write"], producer=body["producer"])
             sink.write(rows(100, 3))
@@ -62,7 +69,8 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
 
 def test_the_action_table_is_the_wire_layers():
     """docs/protocol.md's action table is made from flight_server.wire.actions.ACTIONS, which the
-    server dispatches, checks grants and answers list_actions from."""
+    server dispatches, checks grants and answers list_actions from; every result is a type there."""
     from flight_server.wire.actions import doc_table
 
     assert doc_table() in (ROOT / "docs" / "protocol.md").read_text()
+    assert all(issubclass(a.result, Message) for a in ACTIONS.values()), "an action answers a free dict"

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from flight_server.wire.actions import PartitionStats
 from producers import Client, SinkError
 from producers.examples.counter import SCHEMA, make_batch
 from tests.conftest import ROOT, ServerProcess, child_env, wait_for
@@ -60,7 +61,7 @@ class LineWatcher:
         waits for room (the server pushes back) and the producer has sent more."""
         def blocked() -> bool:
             stats = partition_stats(client, name)
-            return self.sent > capacity and stats["queued_batches"] == capacity and stats["blocked_writers"] == 1
+            return self.sent > capacity and stats.queued_batches == capacity and stats.blocked_writers == 1
 
         wait_for(blocked, lambda: f"the producer to block on the full partition (sent {self.sent})", timeout)
 
@@ -85,8 +86,8 @@ def drain_until_error(client: Client, name: str, error: type, match: str, timeou
     return got
 
 
-def partition_stats(client: Client, name: str, partition: int = 0) -> dict:
-    return client.stats(name)["push"][name]["partitions"][str(partition)]
+def partition_stats(client: Client, name: str, partition: int = 0) -> PartitionStats:
+    return client.stats(name).push[name].partitions[str(partition)]
 
 
 def all_ids(batches) -> list[int]:
@@ -100,13 +101,13 @@ def test_full_partition_blocks_producer_then_drains_in_order(client):
     stalled_at = watcher.wait_stalled()
     assert proc.poll() is None, "the producer must be blocked, not finished"
     s = partition_stats(client, "t")
-    assert s["queued_batches"] == 4 and s["next_seq"] == 4
+    assert s.queued_batches == 4 and s.next_seq == 4
     # capacity + gRPC's few MiB (~2 MiB batches) + the sink's slot and in-flight write
     assert stalled_at <= 4 + 6 + 2, f"producer got {stalled_at} batches past the server"
     batches = drain(client, "t")
     assert proc.wait(30) == 0, proc.stderr.read()
     assert all_ids(batches) == list(range(40 * BIG_ROWS))
-    assert partition_stats(client, "t")["state"] == "eof"
+    assert partition_stats(client, "t").state == "eof"
 
 
 def test_slow_consumer_sets_the_producers_pace(client):
@@ -143,7 +144,7 @@ def test_fail_action_returns_at_once_and_reader_gets_batches_then_cause(client):
 
     t = threading.Thread(target=produce, daemon=True)
     t.start()
-    wait_for(lambda: partition_stats(client, "t")["queued_batches"] == 3, "the producer to fill the partition")
+    wait_for(lambda: partition_stats(client, "t").queued_batches == 3, "the producer to fill the partition")
     Client(client.uri, timeout=3).fail("t", "upstream shard 7 crashed")  # full, no reader: returns at once
     t.join(10)
     assert writer_error and "upstream shard 7 crashed" in str(writer_error[0])
@@ -182,7 +183,7 @@ def test_killed_producer_fails_reader(client, blocked):
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     drain_until_error(client, "t", flight.FlightError, "broke", timeout=20)
-    assert partition_stats(client, "t")["state"] == "failed"
+    assert partition_stats(client, "t").state == "failed"
 
 
 def test_producer_call_timeout_fails_reader(client):
@@ -210,7 +211,7 @@ def test_ranges_replay_until_committed_and_then_a_drain_is_refused(client):
         client.commit("t", {0: 5})  # never past what a reader was sent
     with pytest.raises(flight.FlightServerError, match="is read by replay tickets"):
         _read_ids(client, client.info("t").endpoints[0].ticket)
-    assert partition_stats(client, "t")["reader"] == "replay"
+    assert partition_stats(client, "t").reader == "replay"
 
 
 def test_second_drain_is_already_consumed_and_a_drained_partition_refuses_commit_and_replay(client):
@@ -221,7 +222,7 @@ def test_second_drain_is_already_consumed_and_a_drained_partition_refuses_commit
     assert _read_ids(client, drain_ticket) == [0, 1, 2, 3, 4, 5]
     with pytest.raises(flight.FlightServerError, match="already consumed"):
         _read_ids(client, drain_ticket)
-    assert partition_stats(client, "t")["reader"] == "drain"
+    assert partition_stats(client, "t").reader == "drain"
     with pytest.raises(flight.FlightServerError, match="single-scan reader is draining it"):
         client.commit("t", {0: 7})
     with pytest.raises(flight.FlightServerError, match="being drained by a single-scan reader"):
@@ -243,7 +244,7 @@ def test_consumer_cancel_fails_blocked_producer_within_a_second(client):
     t.start()
     reader = client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(30))
     reader.read_chunk()
-    wait_for(lambda: partition_stats(client, "t")["queued_batches"] == 2, "the producer to fill the partition again")
+    wait_for(lambda: partition_stats(client, "t").queued_batches == 2, "the producer to fill the partition again")
     assert not failed_at
     cancelled_at = time.monotonic()
     reader.cancel()
@@ -267,7 +268,7 @@ def test_mismatched_schema_is_refused_before_anything_is_appended(client, schema
                                             pa.array([1], pa.timestamp("us"))], schema=schema))
         writer.close()
     s = partition_stats(client, "t")
-    assert (s["next_seq"], s["state"]) == (0, "open")
+    assert (s.next_seq, s.state) == (0, "open")
     with client.sink("t") as sink:  # the partition still takes a matching producer
         sink.write(make_batch(0, 3))
     assert all_ids(drain(client, "t")) == [0, 1, 2]
@@ -300,8 +301,8 @@ def test_drop_wakes_blocked_writer_and_waiting_reader(client):
     threads = [threading.Thread(target=f, daemon=True) for f in (produce, consume)]
     for t in threads:
         t.start()
-    wait_for(lambda: partition_stats(client, "t")["queued_batches"] == 1, "the writer to block on the full partition")
-    wait_for(lambda: partition_stats(client, "idle")["reader"] == "drain", "the reader to wait on the empty one")
+    wait_for(lambda: partition_stats(client, "t").queued_batches == 1, "the writer to block on the full partition")
+    wait_for(lambda: partition_stats(client, "idle").reader == "drain", "the reader to wait on the empty one")
     client.drop("t")
     client.drop("idle")
     for t in threads:
@@ -330,7 +331,7 @@ def test_shutdown_ends_open_streams_with_an_error(warehouse):
 
         t = threading.Thread(target=consume, daemon=True)
         t.start()
-        wait_for(lambda: partition_stats(client, "idle")["reader"] == "drain", "the reader to wait")
+        wait_for(lambda: partition_stats(client, "idle").reader == "drain", "the reader to wait")
         proc.proc.send_signal(signal.SIGTERM)
         assert proc.proc.wait(15) == 0
         t.join(10)
@@ -365,7 +366,7 @@ def test_partition_with_k_writers_ends_after_k_clean_streams(client):
     for w in range(3):
         with client.sink("t") as sink:
             sink.write(make_batch(w * 10, 10))
-        assert partition_stats(client, "t")["state"] == ("eof" if w == 2 else "open")
+        assert partition_stats(client, "t").state == ("eof" if w == 2 else "open")
     assert sorted(all_ids(drain(client, "t"))) == list(range(30))
 
 
@@ -374,7 +375,7 @@ def test_producer_may_connect_after_the_consumer(client):
     result = []
     t = threading.Thread(target=lambda: result.append(drain(client, "t")), daemon=True)
     t.start()
-    wait_for(lambda: partition_stats(client, "t")["reader"] == "drain", "the consumer to attach first")
+    wait_for(lambda: partition_stats(client, "t").reader == "drain", "the consumer to attach first")
     with client.sink("t") as sink:
         sink.write(make_batch(0, 5))
     t.join(10)

@@ -202,8 +202,8 @@ def test_inside_its_grants_a_principal_works_outside_it_is_denied_naming_table_a
     assert listed(reader) == {"paimon/db.orders"}
     assert listed(etl) == {"push/orders_live", "paimon/db.orders"}
     assert {"push/orders_live", "push/audit", "paimon/db.orders", "paimon/db.secret"} <= listed(admin)
-    assert set(reader.stats()["push"]) == set() and set(etl.stats()["push"]) == {"orders_live"}
-    assert {"orders_live", "audit"} <= set(admin.stats()["push"])
+    assert set(reader.stats().push) == set() and set(etl.stats().push) == {"orders_live"}
+    assert {"orders_live", "audit"} <= set(admin.stats().push)
     admin.drop("orders_live")
     admin.drop("audit")
 

@@ -63,7 +63,7 @@ def test_a_driver_killed_before_its_commit_leaves_nothing(server, client, wareho
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT,
                             start_new_session=True)
     try:
-        staged = wait_for(lambda: client.stats()["staged"].get("db.k"),
+        staged = wait_for(lambda: client.stats().staged.get("db.k"),
                           "a task of the job to stage its rows", timeout=180)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its Python workers
@@ -71,7 +71,7 @@ def test_a_driver_killed_before_its_commit_leaves_nothing(server, client, wareho
     assert client.latest_snapshot("db.k").snapshot_id is None, "staged rows became visible without a commit"
     assert table_rows(client, "db.k").num_rows == 0
     (stage, state), = staged.items()
-    assert state["rows"] == ROWS // 3 and parquet_files(warehouse, "db.k")  # written, never committed
+    assert state.rows == ROWS // 3 and parquet_files(warehouse, "db.k")  # written, never committed
     assert client.abort_staged("db.k", stage).attempts == 1  # what a stage's idle timeout also does
     assert parquet_files(warehouse, "db.k") == set()
 
@@ -90,7 +90,7 @@ def test_speculative_and_failed_attempts_leave_nothing_and_a_retried_commit_adds
 
     with pytest.raises(RuntimeError, match="task failed"):  # a failed attempt: nothing of it is staged
         client.stage("db.s", "job", "1-1", SCHEMA, failing())
-    assert client.stats("db.s")["staged"]["db.s"]["job"]["attempts"] == 3
+    assert client.stats("db.s").staged["db.s"]["job"].attempts == 3
     with client.paimon_sink("db.s", producer="live") as sink:  # a producer's group commits meanwhile
         sink.write(batch(range(1000, 1010)))
     done = client.commit_staged("db.s", "job", ["0-1", "1-0"], "spark-job", 0)

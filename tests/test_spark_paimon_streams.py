@@ -237,7 +237,7 @@ def first_batch_under_expiry(fp, server, paimon, client, checkpoint: str, monkey
     query = start_stream(fp, server.uri, table, checkpoint, sink, {"availableNow": True}, **options)
     wait_for(delivered(query, reading.is_set), "the first batch's read to start", timeout=120)
     paimon.commit(table, rows(900, 10))  # past the AvailableNow end (snapshot 3)
-    assert client.compact(table)["snapshots"]
+    assert client.compact(table).snapshots
     client.expire_snapshots(table, retain_max=1, retain_min=1, older_than=int(time.time() * 1000) + 60_000)
     go_on.set()
     wait_for(lambda: not query.isActive, "the availableNow query to stop", timeout=120)

@@ -48,8 +48,8 @@ def test_starting_offsets_latest_skips_and_frees_what_is_held(fp, server, client
         pushed(server.uri, "events", p, p * 1000, 5)
     ckpt = str(tmp_path / "latest")
     assert push_stream(fp, server.uri, "events", ckpt, startingOffsets="latest") == []
-    parts = client.stats("events")["push"]["events"]["partitions"]
-    assert [parts[p]["queued_batches"] for p in ("0", "1")] == [0, 0], "the skipped batches were not freed"
+    parts = client.stats("events").push["events"].partitions
+    assert [parts[p].queued_batches for p in ("0", "1")] == [0, 0], "the skipped batches were not freed"
     for p in (0, 1):
         pushed(server.uri, "events", p, p * 1000 + 50, 2)
     got = push_stream(fp, server.uri, "events", ckpt)
@@ -141,11 +141,11 @@ def test_write_stream_into_a_push_table_stopped_replayed_and_restarted_delivers_
         (last.parent / f".{last.name}.crc").unlink(missing_ok=True)  # Spark's checksum of that entry
         paimon.commit(source, rows(300, 100))
         run()
-        stats = client.stats("out")["push"]["out"]["partitions"]
-        assert sum(s["named_producers"] for s in stats.values()) >= 2
+        stats = client.stats("out").push["out"].partitions
+        assert sum(s.named_producers for s in stats.values()) >= 2
         # Everything both runs wrote is appended (run() waits for the query to end): the replayed
         # micro-batch was taken once, and the readers get exactly what the partitions took.
-        assert sum(s["rows_in"] for s in stats.values()) == 400
+        assert sum(s.rows_in for s in stats.values()) == 400
         wait_for(lambda: len(received) >= 400, "the restarted run's rows")
     finally:
         stop.set()
@@ -169,8 +169,8 @@ def test_batch_read_retried_task_reads_every_row_once_and_a_retried_write_is_ref
     # a second action on the same DataFrame reads the same rows (a batch read commits nothing).
     expected = [p * 1000 + i for p in (0, 1) for i in range(500)]
     assert sorted(out["read_ids"]) == sorted(out["read_again_ids"]) == expected
-    parts = client.stats("readme")["push"]["readme"]["partitions"]
-    assert sorted(parts) == ["0", "1"] and all(s["committed"] == 0 and s["next_seq"] == 10 and s["state"] == "eof" for s in parts.values())
+    parts = client.stats("readme").push["readme"].partitions
+    assert sorted(parts) == ["0", "1"] and all(s.committed == 0 and s.next_seq == 10 and s.state == "eof" for s in parts.values())
     # A write task's retry is refused before it writes (its first attempt failed the partition).
     assert "ran task" in out["write_error"] and "cannot be taken back" in out["write_error"]
     # Its reader gets an error, never a clean end after the first attempt's rows. (The writer sees

@@ -24,7 +24,7 @@ def tail(uri: str, *args: str, **kwargs) -> subprocess.Popen:
 
 
 def viewers(client: Client, name: str) -> int:
-    return client.stats(name)["push"][name]["partitions"]["0"]["viewers"]
+    return client.stats(name).push[name].partitions["0"].viewers
 
 
 @pytest.mark.timeout(180)
@@ -57,7 +57,7 @@ def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_
         [sys.executable, "-m", "producers.examples.counter", "t2", "--uri", uri, "--batches", "1000", "--rows", "3"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
     try:
-        wait_for(lambda: client.stats("t2")["push"]["t2"]["partitions"]["0"]["queued_batches"] >= 2,
+        wait_for(lambda: client.stats("t2").push["t2"].partitions["0"].queued_batches >= 2,
                  "two batches held in t2", timeout=120)
         limited = tail(uri, "push:t2", "--from", "earliest", "--limit", "5", "--format", "jsonl",
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -97,8 +97,8 @@ def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_
     assert consumed == list(range(3000)), "the real consumer got every row, in order"
     for what, code, err in errors:
         assert code == 0 and "Traceback" not in err, (what, code, err)
-    part = client.stats("t")["push"]["t"]["partitions"]["0"]
-    assert (part["state"], part["viewers"], part["reader"]) == ("eof", 0, "drain")
+    part = client.stats("t").push["t"].partitions["0"]
+    assert (part.state, part.viewers, part.reader) == ("eof", 0, "drain")
 
 
 def test_a_viewer_sees_a_failure_after_what_came_before_and_exits_1(client):
@@ -107,7 +107,7 @@ def test_a_viewer_sees_a_failure_after_what_came_before_and_exits_1(client):
     wait_for(lambda: viewers(client, "f") == 1, "the viewer to attach")
     sink = client.sink("f")
     sink.write(make_batch(0, 2))
-    wait_for(lambda: client.stats("f")["push"]["f"]["partitions"]["0"]["next_seq"] == 1, "the batch to land")
+    wait_for(lambda: client.stats("f").push["f"].partitions["0"].next_seq == 1, "the batch to land")
     sink.fail("sensor 4 is on fire")
     out, err = view.communicate(timeout=30)
     assert [json.loads(line)["id"] for line in out.splitlines()] == [0, 1]
@@ -188,7 +188,7 @@ def test_ctrl_c_in_a_real_terminal_ends_tail_quietly_and_the_rate_shows_only_the
     assert b"Traceback" not in screen and b"KeyboardInterrupt" not in screen
     sink.close()  # the producer was never touched: it ends cleanly
     consumer.join(30)
-    assert client.stats("tty")["push"]["tty"]["partitions"]["0"]["state"] == "eof"
+    assert client.stats("tty").push["tty"].partitions["0"].state == "eof"
     ids = [i for b in consumed for i in b.column("id").to_pylist()]
     assert ids == list(range(len(ids))) and len(ids) > 0  # the consumer got every row, in order
 

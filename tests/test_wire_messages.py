@@ -93,6 +93,17 @@ def test_files_mark_is_json():
     assert json.loads(messages.files_mark(12)) == {"files": 12}
 
 
+@pytest.mark.parametrize("raw,expected", [
+    (messages.files_mark(12), messages.PlanMark(files=12)),
+    (messages.snapshot_mark(3), messages.PlanMark(snapshot=3)),
+    (b"", messages.PlanMark()),  # a FlightInfo without app_metadata
+    (b'{"files": "12"}', messages.PlanMark()),
+])
+def test_plan_marks_round_trip(raw, expected):
+    """A Paimon read's FlightInfo app_metadata, as pyarrow gives it (bytes)."""
+    assert messages.read_plan_mark(raw) == expected
+
+
 # -- requests and descriptors ---------------------------------------------------------------
 
 @pytest.mark.parametrize("request_", [

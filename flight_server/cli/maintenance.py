@@ -41,7 +41,7 @@ def partitions(spec: str | None, one: list[tuple[str, str]] | None) -> list[dict
 
 def cmd_compact(args) -> int:
     name = paimon_table(args.table, "compact")
-    print(json.dumps(client(args).compact(name, partitions=partitions(args.partitions, args.partition))))
+    print(json.dumps(client(args).compact(name, partitions=partitions(args.partitions, args.partition)).to_json()))
     return 0
 
 
@@ -49,14 +49,14 @@ def cmd_expire_snapshots(args) -> int:
     name = paimon_table(args.table, "expire-snapshots")
     older_than = instant_ms(args.older_than, "--older-than")
     print(json.dumps(client(args).expire_snapshots(name, args.retain_max, args.retain_min, older_than,
-                                                   max_deletes=args.max_deletes)))
+                                                   max_deletes=args.max_deletes).to_json()))
     return 0
 
 
 def cmd_remove_orphan_files(args) -> int:
     name = paimon_table(args.table, "remove-orphan-files")
     older_than = instant_ms(args.older_than, "--older-than")
-    print(json.dumps(client(args).remove_orphan_files(name, older_than, dry_run=args.dry_run)))
+    print(json.dumps(client(args).remove_orphan_files(name, older_than, dry_run=args.dry_run).to_json()))
     return 0
 
 

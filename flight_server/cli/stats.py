@@ -10,6 +10,7 @@ import sys
 from flight_server.cli import targets
 from flight_server.cli.connect import client
 from flight_server.wire import names
+from flight_server.wire.actions import PaimonTableStats, PushTableStats, Stats
 
 
 def cmd_stats(args) -> int:
@@ -20,7 +21,7 @@ def cmd_stats(args) -> int:
         kind, name = targets.parse(args.name, "stats", bare_push=True)
         result = c.stats(name) if kind == names.PUSH else c.stats(table=name)
     fmt = args.format or ("text" if sys.stdout.isatty() else "json")
-    print(json.dumps(result, indent=2) if fmt == "json" else summary(result))
+    print(json.dumps(result.to_json(), indent=2) if fmt == "json" else summary(result))
     return 0
 
 
@@ -40,47 +41,47 @@ def _when(ms: int | None) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="seconds")
 
 
-def _paimon(name: str, t: dict) -> list[str]:
-    keys = [f"primary key {', '.join(t['primary_keys'])}"] if t.get("primary_keys") else ["append table"]
-    if t.get("partition_keys"):
-        keys.append(f"partitioned by {', '.join(t['partition_keys'])}")
+def _paimon(name: str, t: PaimonTableStats) -> list[str]:
+    keys = [f"primary key {', '.join(t.primary_keys)}"] if t.primary_keys else ["append table"]
+    if t.partition_keys:
+        keys.append(f"partitioned by {', '.join(t.partition_keys)}")
     lines = [f"paimon:{name} ({'; '.join(keys)})"]
-    if t.get("latest_snapshot") is None:
+    if t.latest_snapshot is None:
         lines.append("  no snapshot yet")
     else:
-        lines += [f"  snapshots   {t['snapshots']} kept ({t['earliest_snapshot']}..{t['latest_snapshot']}); the latest "
-                  f"{t['latest_commit_kind']} at {_when(t['latest_commit_ms'])}",
-                  f"  data        {t['records']:,} records in {t['data_files']:,} files, {_size(t['data_bytes'])}; "
-                  f"{t['partitions']} partitions, {t['buckets']} buckets"]
-    tags = ", ".join(f"{tag} (snapshot {sid})" for tag, sid in t.get("tags", {}).items())
-    consumers = ", ".join(f"{cid} (next {nxt})" for cid, nxt in t.get("consumers", {}).items())
+        lines += [f"  snapshots   {t.snapshots} kept ({t.earliest_snapshot}..{t.latest_snapshot}); the latest "
+                  f"{t.latest_commit_kind} at {_when(t.latest_commit_ms)}",
+                  f"  data        {t.records:,} records in {t.data_files:,} files, {_size(t.data_bytes)}; "
+                  f"{t.partitions} partitions, {t.buckets} buckets"]
+    tags = ", ".join(f"{tag} (snapshot {sid})" for tag, sid in t.tags.items())
+    consumers = ", ".join(f"{cid} (next {nxt})" for cid, nxt in t.consumers.items())
     lines += [f"  tags        {tags or 'none'}", f"  consumers   {consumers or 'none'}"]
     return lines
 
 
-def _push(name: str, t: dict) -> list[str]:
-    lines = [f"push:{name} ({t.get('schema', '')})"]
-    for p, s in t.get("partitions", {}).items():
-        lines.append(f"  partition {p}: {s['state']}, {s['rows_in']:,} rows in, {s['rows_out']:,} out, "
-                     f"{s['queued_batches']} batches queued ({_size(s['queued_bytes'])}), reader {s['reader'] or 'none'}, "
-                     f"{s['viewers']} viewers{', error: ' + s['error'] if s.get('error') else ''}")
+def _push(name: str, t: PushTableStats) -> list[str]:
+    lines = [f"push:{name} ({t.schema})"]
+    for p, s in t.partitions.items():
+        lines.append(f"  partition {p}: {s.state}, {s.rows_in:,} rows in, {s.rows_out:,} out, "
+                     f"{s.queued_batches} batches queued ({_size(s.queued_bytes)}), reader {s.reader or 'none'}, "
+                     f"{s.viewers} viewers{', error: ' + s.error if s.error else ''}")
     return lines
 
 
-def summary(result: dict) -> str:
+def summary(result: Stats) -> str:
     """Lines a person reads: each table, then this server's writes and maintenance of it."""
     lines = []
-    for name, t in result.get(names.PAIMON, {}).items():
+    for name, t in (result.paimon or {}).items():
         lines += _paimon(name, t)
-    for name, t in result.get(names.PUSH, {}).items():
+    for name, t in (result.push or {}).items():
         lines += _push(name, t)
-    for name, w in result.get("paimon_writes", {}).items():
-        lines.append(f"writes into {name} (this server): " + ", ".join(f"{k} {v}" for k, v in w.items()
+    for name, w in result.paimon_writes.items():
+        lines.append(f"writes into {name} (this server): " + ", ".join(f"{k} {v}" for k, v in w.to_json().items()
                                                                        if not isinstance(v, (dict, list))))
-    for name, m in result.get("maintenance", {}).items():
-        lines.append(f"maintenance of {name} (this server, since it started): {m['compactions']} compactions, "
-                     f"{m['expiries']} expiries, {m['files_deleted']} files deleted"
-                     f"{', last error: ' + m['last_error'] if m.get('last_error') else ''}")
-    for name, stages in result.get("staged", {}).items():
+    for name, m in result.maintenance.items():
+        lines.append(f"maintenance of {name} (this server, since it started): {m.compactions} compactions, "
+                     f"{m.expiries} expiries, {m.files_deleted} files deleted"
+                     f"{', last error: ' + m.last_error if m.last_error else ''}")
+    for name, stages in result.staged.items():
         lines.append(f"staged writes into {name}: {len(stages)} stages")
     return "\n".join(lines) or "no tables"

@@ -14,7 +14,7 @@ def cmd_register(args) -> int:
     result = client(args).register(args.name, parse_spec(args.schema), capacity=args.capacity,
                                    partitions=args.partitions, writers=args.writers, end_marker=args.end_marker,
                                    idle_timeout_s=args.idle_timeout_s, capacity_bytes=args.capacity_bytes)
-    print(json.dumps(result))
+    print(json.dumps(result.to_json()))
     return 0
 
 
@@ -31,7 +31,7 @@ def cmd_create(args) -> int:
         options["bucket-key"] = args.bucket_key
     result = client(args).create_table(args.table, parse_spec(args.schema), primary_keys=_names(args.primary_key),
                                        partition_keys=_names(args.partition_by), options=options)
-    print(json.dumps(result))
+    print(json.dumps(result.to_json()))
     return 0
 
 

@@ -40,8 +40,9 @@ def _push_plan(args, client: Client, name: str) -> tuple[flight.FlightInfo, list
     partitions = [args.partition] if args.partition is not None else list(range(len(info.endpoints)))
     ends: list[int | None] = [None] * len(partitions)  # caught up from the start: -e ends at once
     if args.exit and start == "earliest":
-        held = client.stats(name)[names.PUSH][name]["partitions"]
-        ends = [held[str(p)]["next_seq"] - 1 if held[str(p)]["queued_batches"] else None for p in partitions]
+        held = client.offsets(name)
+        ends = [held[str(p)].next_seq - 1 if held[str(p)].next_seq > held[str(p)].committed else None
+                for p in partitions]
     return info, [{"_partition": p} for p in partitions], ends
 
 

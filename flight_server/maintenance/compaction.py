@@ -189,10 +189,6 @@ class CompactResult:
     bytes_in: int = 0
     upgraded: int = 0  # primary-key files moved to another level without a rewrite
 
-    def as_json(self) -> dict:
-        return {"snapshots": self.snapshots, "files_in": self.files_in, "files_out": self.files_out,
-                "bytes_in": self.bytes_in, "upgraded": self.upgraded}
-
 
 def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None = None,
             full: bool = False, commit_with=None, uncommitted=None, settle: int | None = None,

@@ -49,10 +49,6 @@ class ExpireResult:
     files_deleted: int = 0
     consumers_removed: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict:
-        return {"expired": self.expired, "first_kept": self.first_kept, "files_deleted": self.files_deleted,
-                "consumers_removed": self.consumers_removed}
-
 
 def unsupported(opts: MaintenanceOptions) -> str | None:
     """Why this server does not expire a table's snapshots, or None."""

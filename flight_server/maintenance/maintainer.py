@@ -22,6 +22,9 @@ from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import TableStore
 from flight_server.maintenance.workers import RewriteWorker
 from flight_server.paimon.source import PaimonSource
+from flight_server.wire.actions import (
+    Compacted, LastCompaction, LastExpiry, MaintenanceStats, OrphansRemoved, SnapshotsExpired,
+)
 from flight_server.wire.errors import InvalidRequest, Unavailable
 
 log = structlog.get_logger(__name__)
@@ -49,9 +52,9 @@ class TableState:
     compacted_bytes: int = 0  # bytes of the files compactions rewrote
     ingested_bytes: int = 0  # bytes of the data files this server's group commits wrote
     unsettled_bytes: int = 0  # of those, written since the last settling merge (its budget)
-    last_compaction: dict | None = None
+    last_compaction: LastCompaction | None = None
     expiries: int = 0
-    last_expiry: dict | None = None
+    last_expiry: LastExpiry | None = None
     files_deleted: int = 0
     # name -> (path, size) of the files compactions wrote whose commit failed: no snapshot names
     # them; they stay until an orphan pass deletes them (once older than its older_than)
@@ -66,15 +69,12 @@ class TableState:
         """Bytes compactions rewrote per byte this server's commits wrote (None before any)."""
         return round(self.compacted_bytes / self.ingested_bytes, 3) if self.ingested_bytes else None
 
-    def as_json(self) -> dict:
-        return {"snapshots": self.snapshots, "data_files": self.data_files, "data_bytes": self.data_bytes,
-                "compactions": self.compactions, "compacted_bytes": self.compacted_bytes,
-                "ingested_bytes": self.ingested_bytes, "write_amplification": self.write_amplification,
-                "last_compaction": self.last_compaction,
-                "expiries": self.expiries, "last_expiry": self.last_expiry, "files_deleted": self.files_deleted,
-                "uncommitted_files": len(self.uncommitted),
-                "uncommitted_bytes": sum(size for _, size in self.uncommitted.values()),
-                "last_error": self.last_error, "cpu_s": round(self.cpu_s, 3)}
+    def to_wire(self, due: bool) -> MaintenanceStats:
+        return MaintenanceStats(
+            self.snapshots, self.data_files, self.data_bytes, self.compactions, self.compacted_bytes,
+            self.ingested_bytes, self.write_amplification, self.last_compaction, self.expiries, self.last_expiry,
+            self.files_deleted, len(self.uncommitted), sum(size for _, size in self.uncommitted.values()),
+            self.last_error, round(self.cpu_s, 3), due)
 
 
 class Maintainer:
@@ -123,12 +123,12 @@ class Maintainer:
             for d in (self._tables, self._due, self._settle, self._last, self._orphans_at):
                 d.pop(table, None)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, MaintenanceStats]:
         """Per table: what maintenance did, and `due` while a round (or the settling round after
         its last commit) is wanted or running."""
         with self._cond:
             busy = set(self._due) | set(self._settle) | {self._running}
-            return {name: {**state.as_json(), "due": name in busy} for name, state in sorted(self._tables.items())}
+            return {name: state.to_wire(name in busy) for name, state in sorted(self._tables.items())}
 
     def close(self) -> None:
         """Stop after the step in flight (`join` waits for it)."""
@@ -145,16 +145,16 @@ class Maintainer:
 
     # -- by hand (the actions) -------------------------------------------------------------
 
-    def compact(self, name: str, partition: dict | None = None) -> dict:
+    def compact(self, name: str, partition: dict | None = None) -> Compacted:
         """Every small file of every bucket (or of `partition`) rewritten, as Paimon's `compact`."""
         return self._step(name, lambda store, opts: self._compact(name, store, opts, partition, full=True))
 
     def expire_snapshots(self, name: str, retain_max: int | None = None, retain_min: int | None = None,
-                         older_than_ms: int | None = None, max_deletes: int | None = None) -> dict:
+                         older_than_ms: int | None = None, max_deletes: int | None = None) -> SnapshotsExpired:
         return self._step(name, lambda store, opts: self._expire(name, store, opts, retain_max, retain_min,
                                                                  older_than_ms, max_deletes))
 
-    def remove_orphan_files(self, name: str, older_than_ms: int | None = None, dry_run: bool = False) -> dict:
+    def remove_orphan_files(self, name: str, older_than_ms: int | None = None, dry_run: bool = False) -> OrphansRemoved:
         return self._step(name, lambda store, opts: self._orphans(name, store, older_than_ms, dry_run))
 
     def consumer_commit(self, name: str, consumer_id: str, next_snapshot: int) -> None:
@@ -191,12 +191,12 @@ class Maintainer:
                 compacted = False
                 if compacts and failed is None:
                     try:
-                        compacted = bool(self._compact(name, store, opts, None, full=False)["snapshots"])
+                        compacted = bool(self._compact(name, store, opts, None, full=False).snapshots)
                     except Unavailable:
                         raise
                     except Exception as e:  # noqa: BLE001 - reported as the round's error below
                         failed = e
-                expired = expires and bool(self._expire(name, store, opts)["expired"])
+                expired = expires and bool(self._expire(name, store, opts).expired)
                 more = compacted or expired
             if failed is not None:
                 raise failed
@@ -205,7 +205,7 @@ class Maintainer:
             if settle and compacts:
                 state = self._state(name)
                 budget = compaction.SETTLE_COST * state.unsettled_bytes
-                if self._compact(name, store, opts, None, full=False, settle=budget)["snapshots"]:
+                if self._compact(name, store, opts, None, full=False, settle=budget).snapshots:
                     state.unsettled_bytes = 0
                     return {"more": True}  # expiry of what it replaced, in the next round
             if self._orphans_due(name):
@@ -223,7 +223,7 @@ class Maintainer:
         with self._cond:
             return self._tables.setdefault(name, TableState())
 
-    def _step(self, name: str, step) -> dict:
+    def _step(self, name: str, step):
         table = self.paimon.table(name)
         opts = MaintenanceOptions.of(name, dict(table.options.options.to_map()), bool(table.primary_keys))
         state = self._state(name)
@@ -234,7 +234,7 @@ class Maintainer:
             return result
 
     def _compact(self, name: str, store: TableStore, opts: MaintenanceOptions, partition, full: bool,
-                 settle: int | None = None) -> dict:
+                 settle: int | None = None) -> Compacted:
         committer = self._committers(name)
         commit_with = None if committer is None else (lambda fn: committer.between_commits(fn, COMMIT_WAIT_S))
         state = self._state(name)
@@ -243,32 +243,34 @@ class Maintainer:
             with self._cond:
                 state.uncommitted.update(files)
 
-        done = compaction.compact(store, opts, partition, full, commit_with, uncommitted, settle, self.worker)
+        found = compaction.compact(store, opts, partition, full, commit_with, uncommitted, settle, self.worker)
+        done = Compacted(list(found.snapshots), found.files_in, found.files_out, found.bytes_in, found.upgraded)
         if done.snapshots:
             state.compactions += len(done.snapshots)
             state.compacted_bytes += done.bytes_in
-            state.last_compaction = {"at_ms": int(self.clock() * 1000), **done.as_json()}
-        return done.as_json()
+            state.last_compaction = LastCompaction(int(self.clock() * 1000), done)
+        return done
 
     def _expire(self, name: str, store: TableStore, opts: MaintenanceOptions, retain_max=None, retain_min=None,
-                older_than_ms=None, max_deletes=None) -> dict:
+                older_than_ms=None, max_deletes=None) -> SnapshotsExpired:
         state = self._state(name)
         with state.consumers:  # a consumer commit waits for the run (consumer_commit)
             done = expiry.expire(store, opts, int(self.clock() * 1000), retain_max, retain_min, older_than_ms,
                                  covered_through=lambda: self._producers(name, store).checkpoint(),
                                  max_deletes=max_deletes)
+        result = SnapshotsExpired(done.expired, done.first_kept, done.files_deleted, list(done.consumers_removed))
         state.files_deleted += done.files_deleted
         if done.expired:
             state.expiries += 1
-            state.last_expiry = {"at_ms": int(self.clock() * 1000), **done.as_json()}
-        return done.as_json()
+            state.last_expiry = LastExpiry(int(self.clock() * 1000), result)
+        return result
 
     def _producers(self, name: str, store: TableStore) -> ProducerSeqs:
         """The named producers' seqs of the table: its committer's here, else read from the table."""
         committer = self._committers(name)
         return committer.producers if committer is not None and committer.is_open else ProducerSeqs(store.table)
 
-    def _orphans(self, name: str, store: TableStore, older_than_ms: int | None, dry_run: bool = False) -> dict:
+    def _orphans(self, name: str, store: TableStore, older_than_ms: int | None, dry_run: bool = False) -> OrphansRemoved:
         state = self._state(name)
         with self._cond:
             watched = dict(state.uncommitted)
@@ -281,7 +283,10 @@ class Maintainer:
         with self._cond:
             for n in gone:
                 state.uncommitted.pop(n, None)
-        return done.as_json()
+        if done.would_delete is None:
+            return OrphansRemoved(done.deleted, done.bytes, done.scanned)
+        return OrphansRemoved(done.deleted, done.bytes, done.scanned, [path for path, _ in done.would_delete],
+                              sum(size for _, size in done.would_delete))
 
     def _orphans_due(self, name: str) -> bool:
         """Orphans are looked for once an ORPHANS_EVERY_S per table (it lists every file)."""

@@ -38,13 +38,6 @@ class OrphanResult:
     scanned: int = 0
     would_delete: list[tuple[str, int]] | None = None  # a dry run's (path, size) of each file
 
-    def as_json(self) -> dict:
-        out = {"deleted": self.deleted, "bytes": self.bytes, "scanned": self.scanned}
-        if self.would_delete is not None:
-            out.update(would_delete=[path for path, _ in self.would_delete],
-                       would_delete_bytes=sum(size for _, size in self.would_delete))
-        return out
-
 
 def remove_orphan_files(store: TableStore, now_ms: int, older_than_ms: int | None = None,
                         in_use: frozenset[str] = frozenset(), dry_run: bool = False) -> OrphanResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from flight_server.paimon import compat
+from flight_server.wire.actions import TableCreated
 from flight_server.wire.errors import InvalidRequest, WrongState
 from flight_server.wire.schemas import describe
 from flight_server.wire.values import is_int
@@ -20,7 +21,7 @@ def _columns(value, key: str, schema: pa.Schema, name: str) -> list[str]:
     return value
 
 
-def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> dict:
+def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> TableCreated:
     if len(schema) == 0:
         raise InvalidRequest(f"create_table {name!r}: the schema has no columns.")
     primary_keys = _columns(primary_keys, "primary_keys", schema, name)
@@ -57,5 +58,5 @@ def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_
     except (ValueError, TypeError, NotImplementedError) as e:
         raise InvalidRequest(f"create_table {name!r}: pypaimon refused it: {e}") from e
     table = catalog.get_table(name)
-    return {"table": name, "schema": describe(compat.arrow_schema(table)), "primary_keys": list(table.primary_keys),
-            "partition_keys": list(table.partition_keys), "options": dict(table.options.options.to_map())}
+    return TableCreated(name, describe(compat.arrow_schema(table)), list(table.primary_keys),
+                        list(table.partition_keys), dict(table.options.options.to_map()))

@@ -24,6 +24,7 @@ from flight_server.paimon.scope import Scope, bucket_set, pick, ticket_buckets
 from flight_server.source import Items, ReadPlan
 from flight_server.tickets import PaimonTicket
 from flight_server.wire import messages, names
+from flight_server.wire.actions import TableCreated
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import PaimonRequest
 
@@ -183,7 +184,7 @@ class PaimonSource:
                 "the consumer cannot resume there; start it over from 'latest-full' (or under a new consumer "
                 "id), and commit progress more often than snapshot.time-retained.", table=name)
 
-    def create_table(self, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> dict:
+    def create_table(self, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> TableCreated:
         return create.create_table(self.catalog(), name, schema, primary_keys, partition_keys, options)
 
     def tables(self) -> list[TableSummary]:

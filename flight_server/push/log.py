@@ -21,13 +21,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import pyarrow as pa
 
 from flight_server.polling import Slices
 from flight_server.push.view import PartitionView
 from flight_server.limits import mib
+from flight_server.wire.actions import PartitionOffsets, PartitionStats
 from flight_server.wire.errors import Cancelled, InvalidRequest, LimitExceeded, PartitionFailed, WrongState
 
 MAX_NAMED_PRODUCERS = 4096  # per partition: the dedupe state a named producer leaves behind
@@ -38,27 +38,6 @@ DRAIN, REPLAY = "drain", "replay"  # reader modes
 
 def _never() -> bool:
     return False
-
-
-@dataclass
-class PartitionStats:
-    state: str
-    next_seq: int
-    committed: int
-    queued_batches: int
-    queued_bytes: int
-    capacity_bytes: int | None
-    rows_in: int
-    rows_out: int
-    writers_attached: int
-    writers_done: int
-    writers: int
-    blocked_writers: int  # appends waiting for room now (the partition pushes back on its producers)
-    reader: str | None
-    viewers: int
-    named_producers: int
-    consumed: bool
-    error: str | None
 
 
 class PartitionLog:
@@ -397,10 +376,10 @@ class PartitionLog:
         if count_rows:
             self._rows_out += batch.num_rows
 
-    def offsets(self) -> tuple[int, int, str]:
-        """(committed, next_seq, state): what a replaying consumer may read now."""
+    def offsets(self) -> PartitionOffsets:
+        """What a replaying consumer may read now: [committed, next_seq), and the state."""
         with self._cond:
-            return self._committed, self._next_seq, self._state
+            return PartitionOffsets(self._committed, self._next_seq, self._state)
 
     def stats(self) -> PartitionStats:
         with self._cond:

@@ -6,12 +6,13 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from flight_server.limits import TableBudget
 from flight_server.wire import allocator
+from flight_server.wire.actions import PushOffsets, PushTableStats
 from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
 from flight_server.push.log import PartitionLog
 from flight_server.wire.names import is_utf8
@@ -203,19 +204,18 @@ class PushRegistry:
         for log, seq in parsed:
             log.commit(seq, discard)
 
-    def stats(self, name=None) -> dict:
+    def stats(self, name=None) -> dict[str, PushTableStats]:
         tables = [self.get(name)] if name is not None else self.tables()
         return {
-            t.name: {
-                "schema": describe(t.schema),
-                "capacity": t.capacity,
-                "capacity_bytes": t.capacity_bytes,
-                "end_marker": t.end_marker,
-                "idle_timeout_s": t.partitions[0].idle_timeout_s,
-                "partitions": {str(i): asdict(log.stats()) for i, log in enumerate(t.partitions)},
-            }
+            t.name: PushTableStats(describe(t.schema), t.capacity, t.capacity_bytes, t.end_marker,
+                                   t.partitions[0].idle_timeout_s,
+                                   {str(i): log.stats() for i, log in enumerate(t.partitions)})
             for t in tables
         }
+
+    def offsets(self, name) -> PushOffsets:
+        """Where each partition of a push table stands (the `offsets` action)."""
+        return PushOffsets({str(i): log.offsets() for i, log in enumerate(self.get(name).partitions)})
 
     def shutdown(self, reason: str = "the server is shutting down") -> None:
         """Fail every open partition so blocked writers and readers end with `reason`."""

@@ -4,19 +4,22 @@
 from, and docs/protocol.md's action table is generated from (`doc_table`; a test keeps the doc
 equal to it). Bodies and results are frozen dataclasses with `to_json` / `from_json`: `Client`
 builds each body as a value (`ProducerStateBody("db.t", "p")`), never as a dict literal, and reads
-a typed result as one (`ProducerState.from_json(...).last_seq`); stats, create_table, compact,
-expire_snapshots and remove_orphan_files still answer a free dict (`result=dict`).
+each result as one (`ProducerState.from_json(...).last_seq`); the server's handlers return them.
+Every action's result is typed, `stats` too (its push partitions, durable writes, maintenance,
+staged writes and Paimon tables), so a key lives here and nowhere else.
 
 `from_json` checks the keys (required ones present; unknown ones refused where the action says
-so); the values' meaning (a table name, an integer >= 1, a timestamp) is checked where the
-action runs, which names the table and what to send.
+so; a result's unknown keys are left out, for a newer server); the values' meaning (a table name,
+an integer >= 1, a timestamp) is checked where the action runs, which names the table and what
+to send.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
@@ -25,16 +28,19 @@ READ, WRITE, ADMIN = "read", "write", "admin"  # the grants (flight_server.auth 
 
 
 class Message:
-    """A body or result: its JSON keys are the field names."""
+    """A body or result: its JSON keys are the field names, in their order."""
 
     STRICT: ClassVar[bool] = False  # refuse keys the action does not take
+    # Fields holding other messages: field name -> the function that reads its JSON value.
+    NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {}
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
+        return {f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_json(cls, value: dict, action: str = ""):
+        if not isinstance(value, dict):
+            raise InvalidRequest(f"Action {action!r}: expected a JSON object, got {type(value).__name__}.")
         fields = dataclasses.fields(cls)
         known = {f.name for f in fields}
         if cls.STRICT:
@@ -45,7 +51,27 @@ class Message:
         for f in fields:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in value:
                 raise InvalidRequest(f"Action {action!r} needs {f.name!r} in its JSON body.")
-        return cls(**{k: v for k, v in value.items() if k in known})
+        kept = {k: v for k, v in value.items() if k in known}
+        for key, read in cls.NESTED.items():
+            if kept.get(key) is not None:
+                kept[key] = read(kept[key])
+        return cls(**kept)
+
+
+def _json(value):
+    """A field's value as JSON: messages by their own `to_json`, inside dicts and lists too."""
+    if isinstance(value, Message):
+        return value.to_json()
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    return value
+
+
+def _each(kind: type[Message]) -> Callable[[dict], dict]:
+    """Reads a JSON map of names to `kind` messages."""
+    return lambda value: {k: kind.from_json(v) for k, v in value.items()}
 
 
 # -- bodies ---------------------------------------------------------------------------------
@@ -100,6 +126,11 @@ class CommitBody(Body):
 class StatsBody(Body):
     name: object = None  # a push table
     table: object = None  # or a Paimon table DB.TABLE: what it holds, read from the table
+
+
+@dataclass(frozen=True)
+class OffsetsBody(Body):
+    name: str  # a push table
 
 
 @dataclass(frozen=True)
@@ -301,13 +332,248 @@ class TagsDeleted(Message):
     deleted: list  # the tags deleted, in the order named
 
 
+@dataclass(frozen=True)
+class TableCreated(Message):
+    """The Paimon table as created: its schema as `list` prints it, its keys, and every option."""
+
+    table: str
+    schema: str
+    primary_keys: list
+    partition_keys: list
+    options: dict
+
+
+@dataclass(frozen=True)
+class Compacted(Message):
+    """What a compaction did: its COMPACT snapshots, the files it rewrote into fewer (and their
+    bytes), and the primary-key files it moved to another level without a rewrite."""
+
+    snapshots: list = dataclasses.field(default_factory=list)
+    files_in: int = 0
+    files_out: int = 0
+    bytes_in: int = 0
+    upgraded: int = 0
+
+    def plus(self, other: Compacted) -> Compacted:
+        """Two compactions as one result (the partitions of one `compact`)."""
+        return Compacted(self.snapshots + other.snapshots, self.files_in + other.files_in,
+                         self.files_out + other.files_out, self.bytes_in + other.bytes_in,
+                         self.upgraded + other.upgraded)
+
+
+@dataclass(frozen=True)
+class SnapshotsExpired(Message):
+    expired: int = 0
+    first_kept: int | None = None
+    files_deleted: int = 0
+    consumers_removed: list = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OrphansRemoved(Message):
+    """A dry run also lists what it would delete (`would_delete`, `would_delete_bytes`), and deletes nothing."""
+
+    deleted: int = 0
+    bytes: int = 0
+    scanned: int = 0
+    would_delete: list | None = None  # a dry run's paths
+    would_delete_bytes: int | None = None
+
+    def to_json(self) -> dict:
+        out = {"deleted": self.deleted, "bytes": self.bytes, "scanned": self.scanned}
+        if self.would_delete is not None:
+            out.update(would_delete=list(self.would_delete), would_delete_bytes=self.would_delete_bytes)
+        return out
+
+
+@dataclass(frozen=True)
+class PartitionOffsets(Message):
+    """Where a push partition's log stands: batches [committed, next_seq) are held (readable by
+    replay ranges); `state` open, eof or failed."""
+
+    committed: int
+    next_seq: int
+    state: str
+
+
+@dataclass(frozen=True)
+class PushOffsets(Message):
+    """The `offsets` of a push table, per partition ("P": its number as a string)."""
+
+    NESTED = {"partitions": _each(PartitionOffsets)}
+    partitions: dict[str, PartitionOffsets]
+
+
+# -- the result of stats --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartitionStats(Message):
+    """One push partition, as its log counts it."""
+
+    state: str  # open, eof, failed
+    next_seq: int
+    committed: int
+    queued_batches: int
+    queued_bytes: int
+    capacity_bytes: int | None
+    rows_in: int
+    rows_out: int
+    writers_attached: int
+    writers_done: int
+    writers: int
+    blocked_writers: int  # appends waiting for room now (the partition pushes back on its producers)
+    reader: str | None  # None, "drain" or "replay"
+    viewers: int
+    named_producers: int
+    consumed: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
+class PushTableStats(Message):
+    NESTED = {"partitions": _each(PartitionStats)}
+    schema: str  # as `list` prints it
+    capacity: int
+    capacity_bytes: int | None
+    end_marker: str
+    idle_timeout_s: float | None
+    partitions: dict[str, PartitionStats]
+
+
+@dataclass(frozen=True)
+class PaimonWriteStats(Message):
+    """A Paimon table's durable writes through this server."""
+
+    queued_batches: int
+    queued_bytes: int
+    written_batches: int
+    in_commit_batches: int
+    writers: int
+    write_cpu_s: list  # per writer thread
+    commit_cpu_s: float
+    named_producers_writing: list
+    commits: int  # this server's group commits
+    last_snapshot: int | None
+    closed: str | None  # why the table takes no more writes
+    maintenance_commits: int  # compaction commits run between its group commits
+    maintenance_commit_ms_max: float  # the longest: how far one held a group commit back
+
+
+@dataclass(frozen=True)
+class LastCompaction(Message):
+    """A table's last compaction that committed, and when (JSON: `at_ms` beside the result's keys)."""
+
+    at_ms: int
+    done: Compacted
+
+    def to_json(self) -> dict:
+        return {"at_ms": self.at_ms, **self.done.to_json()}
+
+    @classmethod
+    def from_json(cls, value: dict, action: str = "") -> LastCompaction:
+        return cls(value["at_ms"], Compacted.from_json({k: v for k, v in value.items() if k != "at_ms"}, action))
+
+
+@dataclass(frozen=True)
+class LastExpiry(Message):
+    """A table's last expiry that expired snapshots, and when (as `LastCompaction`)."""
+
+    at_ms: int
+    done: SnapshotsExpired
+
+    def to_json(self) -> dict:
+        return {"at_ms": self.at_ms, **self.done.to_json()}
+
+    @classmethod
+    def from_json(cls, value: dict, action: str = "") -> LastExpiry:
+        return cls(value["at_ms"], SnapshotsExpired.from_json({k: v for k, v in value.items() if k != "at_ms"}, action))
+
+
+@dataclass(frozen=True)
+class MaintenanceStats(Message):
+    """What this server's maintenance did to a table since it started; `due` while a round (or the
+    settling round after its last commit) is wanted or running."""
+
+    NESTED = {"last_compaction": LastCompaction.from_json, "last_expiry": LastExpiry.from_json}
+    snapshots: int
+    data_files: int
+    data_bytes: int
+    compactions: int
+    compacted_bytes: int
+    ingested_bytes: int
+    write_amplification: float | None
+    last_compaction: LastCompaction | None
+    expiries: int
+    last_expiry: LastExpiry | None
+    files_deleted: int
+    uncommitted_files: int
+    uncommitted_bytes: int
+    last_error: str | None
+    cpu_s: float
+    due: bool
+
+
+@dataclass(frozen=True)
+class StagedStats(Message):
+    """One stage's attempts staged on this server and not yet committed or discarded."""
+
+    attempts: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class PaimonTableStats(Message):
+    """A Paimon table as read from the table: the same on any server, and after a restart."""
+
+    table: str
+    primary_keys: list
+    partition_keys: list
+    snapshots: int  # kept
+    earliest_snapshot: int | None
+    latest_snapshot: int | None
+    latest_commit_ms: int | None
+    latest_commit_kind: str | None
+    records: int | None  # in the latest snapshot's files: before a merge of keys
+    data_files: int
+    data_bytes: int
+    partitions: int
+    buckets: int
+    tags: dict  # tag -> snapshot id
+    consumers: dict  # consumer id -> the next snapshot it reads
+
+
+@dataclass(frozen=True)
+class Stats(Message):
+    """The `stats` result: push tables (`push`, absent when a Paimon `table` was asked for, which
+    is in `paimon`), and this server's durable writes, maintenance and staged writes."""
+
+    NESTED = {"paimon": _each(PaimonTableStats), "push": _each(PushTableStats),
+              "paimon_writes": _each(PaimonWriteStats), "maintenance": _each(MaintenanceStats),
+              "staged": lambda value: {t: _each(StagedStats)(stages) for t, stages in value.items()}}
+    paimon: dict[str, PaimonTableStats] | None = None
+    push: dict[str, PushTableStats] | None = None
+    paimon_writes: dict[str, PaimonWriteStats] = dataclasses.field(default_factory=dict)
+    maintenance: dict[str, MaintenanceStats] = dataclasses.field(default_factory=dict)
+    staged: dict[str, dict[str, StagedStats]] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in super().to_json().items() if v is not None}
+
+    def visible(self, allows: Callable[[str], bool]) -> Stats:
+        """Only the tables `allows` (a principal's read grant) lets through."""
+        def only(part):
+            return None if part is None else {k: v for k, v in part.items() if allows(k)}
+        return Stats(only(self.paimon), only(self.push), only(self.paimon_writes), only(self.maintenance),
+                     only(self.staged))
+
+
 # -- the table ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Action:
     name: str
     body: type[Message]
-    result: type[Message] | type[dict]  # dict: a free-form report (stats, create_table, maintenance)
+    result: type[Message]
     grant: str | None  # None: any principal
     table_keys: tuple[str, ...]  # the body keys naming the table the grant is checked on
     description: str  # what list_actions says
@@ -333,7 +599,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "and snapshots (its durable writes on this server fail, its reads end NOT_FOUND).",
            '`{"name"}` (a push table) or `{"table"}` (a Paimon table: its data and snapshots are deleted; this '
            "server's durable writes into it fail, reads of it end NOT_FOUND)", "`{}`"),
-    Action(names.STATS, StatsBody, dict, READ, ("name", names.TABLE),
+    Action(names.STATS, StatsBody, Stats, READ, ("name", names.TABLE),
            "Per push table and partition: state, reader mode (drain or replay), writer streams, queued batches "
            "and bytes, rows in and out; per Paimon table written through this server (\"paimon_writes\"): "
            "queued and in-commit batches, named producers writing, commits; its maintenance. With \"table\": "
@@ -341,10 +607,15 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            '`{"name"?}` (a push table; unset: all) or `{"table"}` (a Paimon table)',
            '`{"push": {NAME: {"schema", "capacity", "capacity_bytes", "end_marker", "idle_timeout_s", '
            '"partitions": {"P": {...}}}}, "paimon_writes": {"DB.TABLE": {...}}, "maintenance": {"DB.TABLE": {...}}, '
-           '"staged": {"DB.TABLE": {"STAGE": {"attempts", "rows"}}}}`; with "table" also `"paimon": {"DB.TABLE": '
-           '{"snapshots", "earliest_snapshot", "latest_snapshot", "latest_commit_ms", "latest_commit_kind", '
-           '"records", "data_files", "data_bytes", "partitions", "buckets", "tags": {TAG: N}, "consumers": '
-           '{ID: NEXT}, ...}}`'),
+           '"staged": {"DB.TABLE": {"STAGE": {"attempts", "rows"}}}}`; with "table", `"paimon": {"DB.TABLE": '
+           '{"table", "primary_keys", "partition_keys", "snapshots", "earliest_snapshot", "latest_snapshot", '
+           '"latest_commit_ms", "latest_commit_kind", "records", "data_files", "data_bytes", "partitions", '
+           '"buckets", "tags": {TAG: N}, "consumers": {ID: NEXT}}}` in place of "push"'),
+    Action(names.OFFSETS, OffsetsBody, PushOffsets, READ, ("name",),
+           "Where each partition of a push table stands: batches [committed, next_seq) are held, readable by "
+           "replay ranges (what a replaying consumer, Spark's push source, starts from and checks its offsets "
+           "against).",
+           '`{"name"}`', '`{"partitions": {"P": {"committed", "next_seq", "state"}}}`'),
     Action(names.LATEST_SNAPSHOT, TableBody, Snapshots, READ, (names.TABLE,),
            "The latest and earliest snapshot ids of a Paimon table, null when it has none.",
            '`{"table"}`', '`{"snapshot_id": N or null, "earliest_snapshot_id": E or null}`'),
@@ -358,7 +629,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action(names.HEALTH, HealthBody, Health, None, (),
            "Whether the server serves (\"stopping\" from a shutdown's start).",
            "`{}`", '`{"status": "serving" or "stopping", "push_tables", "paimon_open_follows", "uptime_s"}`'),
-    Action(names.CREATE_TABLE, CreateTableBody, dict, ADMIN, (names.TABLE,),
+    Action(names.CREATE_TABLE, CreateTableBody, TableCreated, ADMIN, (names.TABLE,),
            "Create a Paimon table for durable writes.",
            '`{"table", "schema", "primary_keys"?: [...], "partition_keys"?: [...], "options"?: {"bucket": "4", ...}}`',
            '`{"table", "schema", "primary_keys", "partition_keys", "options"}`'),
@@ -371,7 +642,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            '`{"table", "timestamp_millis"}` or `{"table", "tag"}`',
            '`{"at_or_before": N or null, "at_or_after": M or null}` (the last snapshot committed at or before '
            'the time, the first at or after it), or `{"snapshot_id": N}` of the tag'),
-    Action(names.COMPACT, CompactBody, dict, ADMIN, (names.TABLE,),
+    Action(names.COMPACT, CompactBody, Compacted, ADMIN, (names.TABLE,),
            "Compact a Paimon table now, as COMPACT snapshots that add no rows (Paimon's compact procedure): an "
            "append table's small files, a primary-key table's sorted runs merged.",
            '`{"table", "partitions"?: [{"col": "value"}, ...], "partition"?: {"col": "value"}}` (admin; an '
@@ -379,7 +650,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            '`{"snapshots": [N, ...], "files_in", "files_out", "bytes_in", "upgraded"}`: every small file of each '
            "bucket rewritten into one (append tables) or its runs merged (primary keys), one COMPACT snapshot per "
            "bucket"),
-    Action(names.EXPIRE_SNAPSHOTS, ExpireSnapshotsBody, dict, ADMIN, (names.TABLE,),
+    Action(names.EXPIRE_SNAPSHOTS, ExpireSnapshotsBody, SnapshotsExpired, ADMIN, (names.TABLE,),
            "Expire a Paimon table's old snapshots now and delete the files no kept snapshot, tag or consumer "
            "needs (Paimon's expire_snapshots procedure); the table's snapshot.* options by default.",
            '`{"table", "retain_max"?, "retain_min"?, "older_than"?, "max_deletes"?}` (admin; the table\'s '
@@ -387,7 +658,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "timestamp as Paimon's procedures take it, "
            '`"2026-11-24 12:00:00"` in the server\'s local time or ISO 8601 with an offset)',
            '`{"expired", "first_kept", "files_deleted", "consumers_removed"}`'),
-    Action(names.REMOVE_ORPHAN_FILES, RemoveOrphanFilesBody, dict, ADMIN, (names.TABLE,),
+    Action(names.REMOVE_ORPHAN_FILES, RemoveOrphanFilesBody, OrphansRemoved, ADMIN, (names.TABLE,),
            "Delete a Paimon table's files that no kept snapshot, tag or changelog names and that were last "
            "written before older_than (default a day ago; at least 10 minutes ago), as Paimon's "
            "remove_orphan_files.",

@@ -14,6 +14,9 @@ Server -> producer:
                     call's status carries the error. A producer waiting for acks learns it here.
 Server -> viewer of a push partition (its do_get stream):
   `{"seq": N}`      the batch is batch N of the partition (a gap means the viewer fell behind)
+Server -> reader in a Paimon read's FlightInfo (`get_flight_info`):
+  `{"snapshot": N}` (a snapshot read) the snapshot it is pinned at
+  `{"files": K}`    (a delta read) the data files it reads (absent over 64 snapshots)
 Server -> reader on a Paimon do_get stream:
   `{"snapshot": N}` the batch's rows were committed by snapshot N
   `{"done": N}`     (on a zero-row batch, follow reads) every row of snapshots <= N this endpoint
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 
 from flight_server.wire.values import is_int
 
-SEQ, END, ERROR, SNAPSHOT, DONE = "seq", "end", "error", "snapshot", "done"
+SEQ, END, ERROR, SNAPSHOT, DONE, FILES, CODE = "seq", "end", "error", "snapshot", "done", "files", "code"
 
 
 def _encode(key: str, value) -> bytes:
@@ -69,14 +72,14 @@ class StreamFailed(Exception):
 
 
 def stream_failed(message: str, code: str) -> bytes:
-    return json.dumps({ERROR: message, "code": code}).encode()
+    return json.dumps({ERROR: message, CODE: code}).encode()
 
 
 def read_ack(buf) -> Ack:
     """A PutResult's ack; raises `StreamFailed` for the server's word that the stream failed."""
     value = _object(buf)
     if value is not None and isinstance(value.get(ERROR), str):
-        code = value.get("code")
+        code = value.get(CODE)
         raise StreamFailed(value[ERROR], code if isinstance(code, str) else None)
     seq, snapshot = (value or {}).get(SEQ), (value or {}).get(SNAPSHOT)
     if not is_int(seq) or not (snapshot is None or is_int(snapshot)):
@@ -105,6 +108,21 @@ def snapshot_mark(snapshot_id: int) -> bytes:
 
 def files_mark(files: int) -> bytes:
     return b'{"files": %d}' % files
+
+
+@dataclass(frozen=True)
+class PlanMark:
+    """What a Paimon read's FlightInfo app_metadata says: the snapshot a snapshot read is pinned
+    at, or the data files a delta reads (None: not said)."""
+
+    snapshot: int | None = None
+    files: int | None = None
+
+
+def read_plan_mark(buf) -> PlanMark:
+    value = _object(buf) or {}
+    ints = [value.get(k) for k in (SNAPSHOT, FILES)]
+    return PlanMark(*(v if is_int(v) else None for v in ints))
 
 
 def done_mark(snapshot_id: int) -> bytes:

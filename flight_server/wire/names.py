@@ -7,12 +7,12 @@ PUSH, PAIMON = "push", "paimon"  # first element of a descriptor path
 # Actions (do_action); list_actions describes each.
 REGISTER, FAIL, DROP, COMMIT, STATS = "register", "fail", "drop", "commit", "stats"
 LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT = "latest_snapshot", "consumer_progress", "consumer_commit"
-HEALTH = "health"
+HEALTH, OFFSETS = "health", "offsets"
 CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT = "create_table", "producer_state", "find_snapshot"
 COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES = "compact", "expire_snapshots", "remove_orphan_files"
 COMMIT_STAGED, ABORT_STAGED = "commit_staged", "abort_staged"
 CREATE_TAG, DELETE_TAG = "create_tag", "delete_tag"  # Paimon's procedures of those names
-ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH,
+ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, OFFSETS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH,
            CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT, COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES,
            COMMIT_STAGED, ABORT_STAGED, CREATE_TAG, DELETE_TAG)
 
