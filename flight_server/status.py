@@ -1,4 +1,4 @@
-"""The single mapping of errors to Flight/gRPC status codes (server side).
+"""Errors to Flight/gRPC statuses, server side, by the one table of them (`wire.errors.STATUSES`).
 
 Modules below the RPC layer raise the protocol's types (`flight_server.wire.errors`) and never
 import pyarrow.flight; the server converts them once, in `to_flight`. Messages start with a
@@ -14,10 +14,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
 
-from flight_server.wire.errors import (
-    Cancelled, FlightPaimonError, InvalidRequest, NotFound, PermissionDenied, Unauthenticated, Unavailable,
-    Unimplemented,
-)
+from flight_server.wire.errors import STATUSES, FlightPaimonError, Internal, Status, received_status, status_of
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +35,13 @@ class _WireInvalid(pa.ArrowInvalid):
 
 class _WireUnimplemented(NotImplementedError):
     """UNIMPLEMENTED on the wire."""
+
+
+# The statuses pyarrow's server sends only for a Python exception of a type (STATUSES' `raised`):
+# raised as these subclasses, whose detail the server formats as the error's code (_clean_details).
+_CARRIERS = {"NOT_FOUND": _WireNotFound, "INVALID_ARGUMENT": _WireInvalid, "UNIMPLEMENTED": _WireUnimplemented}
+assert all(issubclass(_CARRIERS[row.name], row.exception()) for row in STATUSES if not row.carries_code)
+_INTERNAL = next(row for row in STATUSES if row.kind is Internal)  # a bug's status
 
 
 def _clean_details(format_exception):
@@ -80,46 +84,27 @@ def to_flight(exc: BaseException, call: dict | None = None) -> BaseException:
     if not isinstance(exc, FlightPaimonError):
         return _unexpected(exc, call or {})
     # pyarrow appends ". Detail: ..." to every message: drop our full stop so it reads once.
-    message = _cut(exc.message).rstrip(".")
-    if isinstance(exc, (NotFound, InvalidRequest)):
-        wire = _WireNotFound(message) if isinstance(exc, NotFound) else _WireInvalid(message)
-    elif isinstance(exc, Unimplemented):
-        wire = _WireUnimplemented(message)
-    elif isinstance(exc, Cancelled):
-        wire = flight.FlightCancelledError(message, extra_info=exc.extra_info())
-    elif isinstance(exc, Unavailable):
-        wire = flight.FlightUnavailableError(message, extra_info=exc.extra_info())
-    elif isinstance(exc, Unauthenticated):
-        wire = flight.FlightUnauthenticatedError(message, extra_info=exc.extra_info())
-    elif isinstance(exc, PermissionDenied):
-        wire = flight.FlightUnauthorizedError(message, extra_info=exc.extra_info())
-    else:
-        wire = flight.FlightServerError(message, extra_info=exc.extra_info())
+    wire = _raised(status_of(exc), _cut(exc.message).rstrip("."), exc.extra_info())
     wire.wire_code = exc.code
     return wire
 
 
+def _raised(row: Status, message: str, extra_info: bytes | None = None) -> BaseException:
+    """What the server raises to pyarrow to end a call with the row's status."""
+    if not row.carries_code:
+        return _CARRIERS[row.name](message)
+    return row.exception()(message, extra_info=extra_info) if extra_info is not None else row.exception()(message)
+
+
 def status_name(exc: BaseException | None) -> str:
-    """The gRPC status a call ends with, by name (for metrics): the same mapping as `to_flight`."""
+    """The gRPC status a call ends with, by name (for metrics): an error of ours by the row
+    `to_flight` sends it as, a Flight error by its class; anything else is a bug, INTERNAL."""
     if exc is None:
         return "OK"
-    if isinstance(exc, NotFound):
-        return "NOT_FOUND"
-    if isinstance(exc, InvalidRequest):
-        return "INVALID_ARGUMENT"
-    if isinstance(exc, Unimplemented):
-        return "UNIMPLEMENTED"
-    if isinstance(exc, (Cancelled, flight.FlightCancelledError)):
-        return "CANCELLED"
-    if isinstance(exc, (Unauthenticated, flight.FlightUnauthenticatedError)):
-        return "UNAUTHENTICATED"
-    if isinstance(exc, (PermissionDenied, flight.FlightUnauthorizedError)):
-        return "PERMISSION_DENIED"
-    if isinstance(exc, (Unavailable, flight.FlightUnavailableError)):
-        return "UNAVAILABLE"
-    if isinstance(exc, (FlightPaimonError, flight.FlightServerError)):
-        return "UNKNOWN"
-    return "INTERNAL"
+    if isinstance(exc, FlightPaimonError):
+        return status_of(exc).name
+    row = received_status(exc) if isinstance(exc, flight.FlightError) else None
+    return row.name if row is not None else "INTERNAL"
 
 
 def _unexpected(exc: BaseException, call: dict) -> BaseException:
@@ -127,9 +112,7 @@ def _unexpected(exc: BaseException, call: dict) -> BaseException:
     fields, INTERNAL on the wire."""
     log.error("unexpected_error", exc_info=exc, **call)
     first_line = (str(exc).splitlines() or [""])[0][:300]
-    wire = flight.FlightInternalError(
-        f"Internal error in flight-paimon ({type(exc).__name__}: {first_line}); "
-        "the server log has the traceback."
-    )
-    wire.wire_code = "internal"
+    wire = _raised(_INTERNAL, f"Internal error in flight-paimon ({type(exc).__name__}: {first_line}); "
+                              "the server log has the traceback.")
+    wire.wire_code = Internal.code
     return wire

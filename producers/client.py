@@ -13,6 +13,7 @@ import pyarrow.flight as flight
 from flight_server.wire.schemas import encode_schema
 from flight_server.wire import actions as wa
 from flight_server.wire import messages, names
+from flight_server.wire.errors import Unavailable, from_flight
 from flight_server.wire.errors import error_message  # noqa: F401  (re-exported for callers)
 from producers.credentials import Credentials
 from producers.paimon_sink import DEFAULT_MAX_UNACKED, DEFAULT_MAX_UNACKED_BYTES, PaimonSink
@@ -97,8 +98,8 @@ class EndpointReader:
                     done_rows += data.num_rows if data is not None else 0
                     yield Chunk(data, chunk.app_metadata)
                 return
-            except flight.FlightUnavailableError as e:
-                if (sent and not self.resume) or self._cancelled:
+            except (flight.FlightError, pa.ArrowException) as e:
+                if not isinstance(from_flight(e), Unavailable) or (sent and not self.resume) or self._cancelled:
                     raise
                 last = e
                 self.failovers += 1

@@ -12,7 +12,7 @@ from pyspark.sql.datasource import InputPartition
 from flight_server.wire import names
 from flight_server.wire.requests import PaimonRequest
 from flight_server.wire.allocator import reuse_batch_buffers
-from flight_server.wire.errors import connection_hint, error_message
+from flight_server.wire.errors import TimedOut, Unavailable, connection_hint, error_message, from_flight
 from producers import Client
 from producers.client import EndpointReader
 from producers.credentials import Credentials
@@ -39,21 +39,23 @@ def connect(opts: Options) -> Client:
 
 
 def call(opts: Options, what: str, fn, *args):
-    """Run one client call, turning Flight errors into a `SourceError` naming server and target."""
+    """Run one client call, turning Flight errors into a `SourceError` naming server and target:
+    unreachable, timed out or refused, by the kind `from_flight` reads from the status."""
     try:
         return fn(*args)
-    except flight.FlightUnavailableError as e:
-        raise SourceError(
-            f"Cannot reach the flight-paimon server at {opts.uri} ({what} of {opts.target}); check "
-            f".option('uri') and that the server runs. Cause: {_first_line(e)}{connection_hint(e)}"
-        ) from None
-    except flight.FlightTimedOutError as e:
-        raise SourceError(
-            f"The flight-paimon server at {opts.uri} did not answer within {opts.timeout} s "
-            f"({what} of {opts.target}); raise .option('timeout', S) or check the server. "
-            f"Cause: {_first_line(e)}"
-        ) from None
     except (flight.FlightError, pa.ArrowException, KeyError) as e:
+        kind = from_flight(e)
+        if isinstance(kind, Unavailable):
+            raise SourceError(
+                f"Cannot reach the flight-paimon server at {opts.uri} ({what} of {opts.target}); check "
+                f".option('uri') and that the server runs. Cause: {_first_line(e)}{connection_hint(e)}"
+            ) from None
+        if isinstance(kind, TimedOut):
+            raise SourceError(
+                f"The flight-paimon server at {opts.uri} did not answer within {opts.timeout} s "
+                f"({what} of {opts.target}); raise .option('timeout', S) or check the server. "
+                f"Cause: {_first_line(e)}"
+            ) from None
         raise SourceError(
             f"The flight-paimon server at {opts.uri} refused the {what} of {opts.target}: {_first_line(e)}"
         ) from None
@@ -112,9 +114,9 @@ def read_partition(part: EndpointPartition, schema: pa.Schema, credentials: Cred
                 if columns[0] == ROW_KIND and batch.schema.names[0] == names.ROW_KIND:
                     batch = batch.rename_columns([ROW_KIND, *batch.schema.names[1:]])
                 yield batch.select(columns).cast(schema)
-    except flight.FlightUnavailableError as e:
+    except (flight.FlightError, pa.ArrowException) as e:
+        if not isinstance(from_flight(e), Unavailable):
+            raise SourceError(f"Reading {part.label} from {reader.uri} failed: {_first_line(e)}") from None
         where = (f"from {reader.uri} broke off after {got} batches" if got else
                  f"found no reachable server (tried {', '.join(part.locations)})")
         raise SourceError(f"Reading {part.label} {where}: {_first_line(e)}{connection_hint(e)}") from None
-    except (flight.FlightError, pa.ArrowException) as e:
-        raise SourceError(f"Reading {part.label} from {reader.uri} failed: {_first_line(e)}") from None

@@ -58,9 +58,12 @@ def _exit_code(e: Exception, args, where: str) -> int | None:
     import pyarrow as pa
     import pyarrow.flight as flight
 
-    from flight_server.wire.errors import connection_hint, error_message
+    from flight_server.wire.errors import NotFound, Unavailable, connection_hint, error_message, from_flight
 
-    if isinstance(e, flight.FlightUnavailableError):
+    if not isinstance(e, (flight.FlightError, pa.ArrowException, KeyError, ValueError)):
+        return None  # a bug: it keeps its traceback
+    kind = from_flight(e)  # the kind the server's status (or its code) says
+    if isinstance(kind, Unavailable):
         hint, uri = connection_hint(e), getattr(args, "uri", "?")
         if hint:  # it answered, in TLS or not: the sentence says what to pass, gRPC's detail adds nothing
             print(f"{where}: cannot connect to {uri}:{hint}", file=sys.stderr)
@@ -68,13 +71,9 @@ def _exit_code(e: Exception, args, where: str) -> int | None:
             print(f"{where}: cannot reach a flight-paimon server at {uri}: is `flight_cli serve` running there? "
                   f"({error_message(e)})", file=sys.stderr)
         return FAILED
-    if isinstance(e, KeyError):  # the server's NOT_FOUND
-        print(f"{where}: {error_message(e)}", file=sys.stderr)
+    print(f"{where}: {error_message(e)}", file=sys.stderr)
+    if isinstance(kind, NotFound):  # the server's NOT_FOUND
         return NOT_FOUND
-    if isinstance(e, flight.FlightError):
-        print(f"{where}: {error_message(e)}", file=sys.stderr)
+    if isinstance(e, flight.FlightError):  # refused or failed
         return FAILED
-    if isinstance(e, (ValueError, pa.ArrowException)):  # the server's INVALID_ARGUMENT, or a bad value here
-        print(f"{where}: {error_message(e)}", file=sys.stderr)
-        return USAGE
-    return None
+    return USAGE  # the server's INVALID_ARGUMENT, or a bad value here

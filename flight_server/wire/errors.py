@@ -1,14 +1,19 @@
-"""The error types of the protocol, and the one way a client reads a Flight error.
+"""The error types of the protocol, the one table of their Flight statuses, and the one way a
+client reads a Flight error.
 
-The server raises these below its RPC layer and maps them to gRPC status codes once
-(`flight_server.status.to_flight`). `from_flight` turns whatever a Flight call raised back into
-the server's own kind and sentence, whatever pyarrow wrapped around it (PaimonSink decides what
-to retry with it); `error_message` gives only the sentence, which the CLI and the Spark reader print.
+The server raises these below its RPC layer; `STATUSES` says which gRPC status each kind travels
+as and which exception pyarrow raises for that status. The server sends them through it
+(`flight_server.status.to_flight`, and `status_name` for metrics); `from_flight` reads it the
+other way, turning whatever a Flight call raised back into the server's own kind and sentence
+(PaimonSink decides what to retry with it, the CLI its exit code, the Spark reader whether the
+server was unreachable, timed out or refused); `error_message` gives only the sentence.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+from dataclasses import dataclass
 
 
 class FlightPaimonError(Exception):
@@ -111,6 +116,68 @@ class Internal(FlightPaimonError):
     code = "internal"
 
 
+class TimedOut(FlightPaimonError):
+    """The call's own deadline passed (the client's timeout): DEADLINE_EXCEEDED, raised on the
+    client's side; the server never sends it."""
+
+    code = "timed_out"
+
+
+@dataclass(frozen=True)
+class Status:
+    """One row of the table: a kind of error, the gRPC status it travels as, and the exception a
+    pyarrow client raises for that status (`module.Class`; the server raises it, or a subclass of
+    it, to send the status). pyarrow's Flight errors carry the kind's code in extra_info."""
+
+    kind: type[FlightPaimonError]
+    name: str  # the gRPC status code, as docs/protocol.md and the metrics name it
+    raised: str
+
+    def exception(self) -> type[BaseException]:
+        module, _, name = self.raised.rpartition(".")
+        return getattr(importlib.import_module(module), name)  # pyarrow is imported only when an error is read
+
+    @property
+    def carries_code(self) -> bool:
+        """Whether the exception takes extra_info (NOT_FOUND, INVALID_ARGUMENT and UNIMPLEMENTED
+        travel as a Python KeyError, ArrowInvalid and NotImplementedError, which do not)."""
+        return self.raised.startswith("pyarrow.flight.")
+
+
+# The one mapping of error kinds to Flight statuses; the first row whose kind an error is wins.
+STATUSES: tuple[Status, ...] = (
+    Status(NotFound, "NOT_FOUND", "builtins.KeyError"),
+    Status(InvalidRequest, "INVALID_ARGUMENT", "pyarrow.ArrowInvalid"),
+    Status(Unimplemented, "UNIMPLEMENTED", "builtins.NotImplementedError"),
+    Status(Unauthenticated, "UNAUTHENTICATED", "pyarrow.flight.FlightUnauthenticatedError"),
+    Status(PermissionDenied, "PERMISSION_DENIED", "pyarrow.flight.FlightUnauthorizedError"),
+    Status(Unavailable, "UNAVAILABLE", "pyarrow.flight.FlightUnavailableError"),
+    Status(Cancelled, "CANCELLED", "pyarrow.flight.FlightCancelledError"),
+    Status(TimedOut, "DEADLINE_EXCEEDED", "pyarrow.flight.FlightTimedOutError"),
+    Status(Internal, "INTERNAL", "pyarrow.flight.FlightInternalError"),
+    # Every other kind (wrong state, a failed partition or commit, a limit: their code in
+    # extra_info), as pyarrow's server can send no better status; a client reads any other
+    # Flight error as this row's kind.
+    Status(WrongState, "UNKNOWN", "pyarrow.flight.FlightServerError"),
+)
+UNKNOWN = STATUSES[-1]
+
+# Every kind by its code: the server's own word on the kind, in extra_info or (get_schema) the detail.
+KINDS: dict[str, type[FlightPaimonError]] = {kind.code: kind for kind in (
+    NotFound, InvalidRequest, WrongState, PartitionFailed, CommitFailed, CommitRaced, LimitExceeded,
+    Unauthenticated, PermissionDenied, Cancelled, Unavailable, Unimplemented, Internal, TimedOut)}
+
+
+def status_of(error: FlightPaimonError) -> Status:
+    """The row an error of ours is sent as."""
+    return next((row for row in STATUSES if isinstance(error, row.kind)), UNKNOWN)
+
+
+def received_status(exc: BaseException) -> Status | None:
+    """The row whose exception a Flight call raised (by its class alone), None for another."""
+    return next((row for row in STATUSES if isinstance(exc, row.exception())), None)
+
+
 # What pyarrow or gRPC put after the server's own sentence.
 _TAILS = (". Detail:", ". gRPC client debug context:", "\n")
 
@@ -137,32 +204,23 @@ def connection_hint(exc: BaseException) -> str:
 
 
 def from_flight(exc: BaseException) -> FlightPaimonError:
-    """The error a client got from a Flight call, as one of the protocol's types with a clean message."""
-    import pyarrow as pa
+    """The error a client got from a Flight call, as one of the protocol's types with a clean message:
+    the kind the server named by its code, else the kind of the status (`STATUSES`); any other
+    Flight error is UNKNOWN's kind, anything else a plain `FlightPaimonError`."""
     import pyarrow.flight as flight
 
+    if isinstance(exc, FlightPaimonError):  # one of ours already (raised on this side: a bad value)
+        return exc
     message = error_message(exc)
-    by_code = {kind.code: kind for kind in (WrongState, PartitionFailed, CommitFailed, CommitRaced, LimitExceeded,
-                                             Cancelled, Internal)}
+    # The server's own word on what kind of error this is: in extra_info, or (get_schema, whose
+    # errors pyarrow sends UNKNOWN) the status detail.
     code = _extra_info_code(getattr(exc, "extra_info", None)) or _detail_code(exc)
-    if code in by_code:  # the server's own word on what kind of error this is
-        return by_code[code](message)
-    if code in _DETAIL_ONLY:  # get_schema: pyarrow sends every error UNKNOWN, the code in its detail
-        return _DETAIL_ONLY[code](message)
-    kinds = [
-        (flight.FlightUnauthenticatedError, Unauthenticated), (flight.FlightUnauthorizedError, PermissionDenied),
-        (flight.FlightUnavailableError, Unavailable), (flight.FlightCancelledError, Cancelled),
-        (flight.FlightInternalError, Internal), (KeyError, NotFound),
-        (pa.ArrowInvalid, InvalidRequest), (flight.FlightError, WrongState),
-    ]
-    for source, kind in kinds:
-        if isinstance(exc, source):
-            return kind(message)
-    return FlightPaimonError(message)
-
-
-_DETAIL_ONLY = {"permission_denied": PermissionDenied, "unauthenticated": Unauthenticated,
-                "unavailable": Unavailable, "not_found": NotFound, "invalid": InvalidRequest}
+    if code in KINDS:
+        return KINDS[code](message)
+    row = received_status(exc)
+    if row is None and isinstance(exc, flight.FlightError):
+        row = UNKNOWN
+    return row.kind(message) if row is not None else FlightPaimonError(message)
 
 
 def _detail_code(exc: BaseException) -> str | None:
