@@ -19,7 +19,11 @@ per table) and commits it, `--rounds` times; commits a second and CPU ms a commi
 pypaimon commits at most that often in one interpreter: N tables at R batches/s want N x R
 commits a second for each batch to be acked within a commit interval.
 
-       .venv/bin/python scripts/bench_tables.py --floor [--tables 100] [--rounds 5]
+       .venv/bin/python scripts/bench_tables.py --floor [--tables 100] [--rounds 5] [--floor-procs 2]
+
+With `--floor-procs N` the floor runs in N processes at once, each over its own tables (tables / N
+each), started together: what pypaimon alone commits a second on N cores, the ceiling for any
+server on this machine however its commits were spread over processes.
 """
 
 from __future__ import annotations
@@ -190,6 +194,20 @@ def floor(tables: int, rounds: int, rows: int) -> dict:
             "write_prepare_cpu_ms": round(write_s * 1000 / n, 2), "commit_cpu_ms": round(commit_s * 1000 / n, 2)}
 
 
+def floor_procs(tables: int, rounds: int, rows: int, procs: int) -> dict:
+    """`floor` in `procs` processes at once (each tables / procs tables): commits a second in all."""
+    children = [subprocess.Popen([sys.executable, __file__, "--floor", "--tables", str(max(1, tables // procs)),
+                                  "--rounds", str(rounds), "--rows", str(rows)], stdout=subprocess.PIPE, text=True,
+                                 cwd=ROOT) for _ in range(procs)]
+    outs = [json.loads(c.communicate(timeout=3600)[0].strip().splitlines()[-1]) for c in children]
+    if any(c.returncode for c in children):
+        raise RuntimeError("a floor process failed")
+    return {"floor": f"pypaimon alone, {procs} processes at once", "tables": tables, "rows": rows,
+            "commits_s": round(sum(o["commits_s"] for o in outs), 1),
+            "cpu_ms_per_commit": round(statistics.mean(o["cpu_ms_per_commit"] for o in outs), 2),
+            "per_process": outs}
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--role":
         role_producers(*sys.argv[2:])
@@ -203,8 +221,11 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--floor", action="store_true", help="pypaimon alone: how many commits a second it makes")
     ap.add_argument("--rounds", type=int, default=5, help="--floor: commits into each table")
+    ap.add_argument("--floor-procs", type=int, default=1, help="--floor: run it in this many processes at once")
     args = ap.parse_args()
-    if args.floor:
+    if args.floor and args.floor_procs > 1:
+        result = floor_procs(args.tables, args.rounds, args.rows, args.floor_procs)
+    elif args.floor:
         result = floor(args.tables, args.rounds, args.rows)
     else:
         result = run(args.tables, args.rate, args.rows, args.seconds, args.procs)
