@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flight_server.actions import older_than_ms
-from flight_server.cli import CliError
+from flight_server.cli.args import CliError
 from flight_server.cli.args import instant_ms
 from flight_server.wire.units import parse_timestamp_ms
 from flight_server.wire.errors import InvalidRequest

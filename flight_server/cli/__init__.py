@@ -6,11 +6,6 @@ package does nothing.
 """
 
 
-class CliError(Exception):
-    """A usage mistake (a bad flag or value, an unreadable file, a port taken): one line on stderr,
-    exit code 2, no traceback."""
-
-
 def main(argv: list[str] | None = None) -> int:
     from flight_server.wire import allocator
 

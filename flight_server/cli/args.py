@@ -8,11 +8,16 @@ import difflib
 import os
 import time
 
-from flight_server.cli import CliError
 from flight_server.wire.units import parse_duration_ms, parse_flag_bytes, parse_timestamp_ms
 
 DEFAULT_URI = "grpc://127.0.0.1:8815"
 URI_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://", "grpc+unix://")
+
+
+class CliError(Exception):
+    """A usage mistake (a bad flag or value, an unreadable file, a port taken): one line on stderr,
+    exit code 2, no traceback."""
+
 
 # The exit codes, one meaning each (documented in `flight_cli --help`).
 OK, FAILED, USAGE, NOT_FOUND, INTERRUPTED = 0, 1, 2, 3, 130

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from flight_server.cli import CliError
+from flight_server.cli.args import CliError
 from flight_server.cli.args import check_uri
 from producers.client import Client
 

@@ -11,8 +11,7 @@ import importlib
 import os
 import sys
 
-from flight_server.cli import CliError
-from flight_server.cli.args import FAILED, INTERRUPTED, NOT_FOUND, OK, USAGE
+from flight_server.cli.args import FAILED, INTERRUPTED, NOT_FOUND, OK, USAGE, CliError
 from flight_server.cli.parser import build_parser
 
 __all__ = ["build_parser", "main"]

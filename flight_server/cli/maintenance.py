@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from flight_server.cli import CliError, targets
-from flight_server.cli.args import instant_ms
+from flight_server.cli import targets
+from flight_server.cli.args import CliError, instant_ms
 from flight_server.cli.connect import client
 from flight_server.wire import names
 

@@ -14,7 +14,7 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server.auth import AuthConfig, AuthConfigError
-from flight_server.cli import CliError
+from flight_server.cli.args import CliError
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.wire import allocator
 

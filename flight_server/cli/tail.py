@@ -19,8 +19,8 @@ import threading
 
 import pyarrow.flight as flight
 
-from flight_server.cli import CliError, targets
-from flight_server.cli.args import choice, instant_ms
+from flight_server.cli import targets
+from flight_server.cli.args import CliError, choice, instant_ms
 from flight_server.cli.connect import client as connect
 from flight_server.cli.parser import TAIL_STARTS
 from flight_server.wire import allocator, messages, names
