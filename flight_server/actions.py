@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from flight_server.auth import READ, Access
-from flight_server.ingest.streams import Ingest
+from flight_server.ingest.ingest import Ingest
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.table_stats import table_stats
 from flight_server.paimon import compat

@@ -22,7 +22,7 @@ import structlog
 from flight_server import actions
 from flight_server.auth import READ, WRITE, Access, AuthConfig
 from flight_server.status import install_clean_details, status_name, to_flight
-from flight_server.ingest.streams import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_WRITERS, Ingest
+from flight_server.ingest.ingest import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_WRITERS, Ingest
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.workers import RewriteWorker
