@@ -1,4 +1,4 @@
-"""The `do_action` verbs as plain functions over the registries (no Flight imports)."""
+"""The `do_action` verbs as plain functions over an `ActionContext` (no Flight imports)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from flight_server.wire.schemas import decode_schema
 from flight_server.wire.values import is_int
 
 @dataclass(frozen=True)
-class Registries:
-    """What the actions act on: the server's push tables and its Paimon warehouse."""
+class ActionContext:
+    """What the actions act on: the server's push tables, its Paimon warehouse, its durable writes
+    and its maintenance."""
 
     push: PushRegistry
     paimon: PaimonSource
@@ -34,48 +35,48 @@ class Registries:
     on_drop: list = field(default_factory=list)  # callables given a dropped Paimon table's name (metrics forget it)
 
 
-def register(reg: Registries, body: wa.RegisterBody) -> wa.Registered:
+def register(ctx: ActionContext, body: wa.RegisterBody) -> wa.Registered:
     schema = decode_schema(body.schema, f"push table {body.name!r}")
-    table = reg.push.register(body.name, schema, capacity=body.capacity, partitions=body.partitions,
+    table = ctx.push.register(body.name, schema, capacity=body.capacity, partitions=body.partitions,
                               writers=body.writers, end_marker=body.end_marker, idle_timeout_s=body.idle_timeout_s,
                               capacity_bytes=body.capacity_bytes)
     return wa.Registered(table.name, len(table.partitions), table.capacity, table.capacity_bytes)
 
 
-def fail(reg: Registries, body: wa.FailBody) -> wa.Empty:
+def fail(ctx: ActionContext, body: wa.FailBody) -> wa.Empty:
     if body.partition is not None and not is_int(body.partition):
         raise InvalidRequest(f"Action 'fail' on push table {body.name!r}: partition {body.partition!r} is not an integer.")
-    reg.push.fail(body.name, str(body.message or "failed by the fail action"), body.partition)
+    ctx.push.fail(body.name, str(body.message or "failed by the fail action"), body.partition)
     return wa.Empty()
 
 
-def drop(reg: Registries, body: wa.DropBody) -> wa.Empty:
+def drop(ctx: ActionContext, body: wa.DropBody) -> wa.Empty:
     if (body.name is None) == (body.table is None):
         raise InvalidRequest("Action 'drop' takes exactly one of 'name' (a push table) or 'table' (a Paimon "
                              "table DB.TABLE).")
     if body.name is not None:
-        reg.push.drop(body.name)
+        ctx.push.drop(body.name)
         return wa.Empty()
     name = table_name(body.table, "the body of action 'drop'")
-    reg.paimon.table(name)  # NOT_FOUND, naming the table, when there is none
-    reg.ingest.drop(name, f"Paimon table {name!r} was dropped")
+    ctx.paimon.table(name)  # NOT_FOUND, naming the table, when there is none
+    ctx.ingest.drop(name, f"Paimon table {name!r} was dropped")
     try:
-        reg.paimon.catalog().drop_table(name)
+        ctx.paimon.catalog().drop_table(name)
     except compat.NOT_FOUND_ERRORS:
         raise NotFound(f"Paimon table {name!r} does not exist; list_flights names the tables.", table=name) from None
-    for forget in reg.on_drop:
+    for forget in ctx.on_drop:
         forget(name)
     return wa.Empty()
 
 
-def commit(reg: Registries, body: wa.CommitBody) -> wa.Empty:
+def commit(ctx: ActionContext, body: wa.CommitBody) -> wa.Empty:
     if not isinstance(body.discard, bool):
         raise InvalidRequest(f"Action 'commit': 'discard' must be true or false, got {body.discard!r}.")
-    reg.push.commit(body.name, body.offsets, body.discard)
+    ctx.push.commit(body.name, body.offsets, body.discard)
     return wa.Empty()
 
 
-def stats(reg: Registries, body: wa.StatsBody) -> wa.Stats:
+def stats(ctx: ActionContext, body: wa.StatsBody) -> wa.Stats:
     """Push tables (all, or the one named) and the durable writes into Paimon tables: with a
     name, only what has that name (a push table name, or a DB.TABLE written through this server).
     With `table`: that Paimon table as read from the table, and what this server did to it."""
@@ -83,32 +84,32 @@ def stats(reg: Registries, body: wa.StatsBody) -> wa.Stats:
         if body.name is not None:
             raise InvalidRequest("Action 'stats' takes 'name' (a push table) or 'table' (a Paimon table), not both.")
         name = table_name(body.table, "the body of action 'stats'")
-        held = table_stats(reg.paimon.table(name), name)
-        return wa.Stats(paimon={name: held}, **_server_side(reg, name, only=True))
+        held = table_stats(ctx.paimon.table(name), name)
+        return wa.Stats(paimon={name: held}, **_server_side(ctx, name, only=True))
     name = body.name
-    mine = _server_side(reg, name, only=name is not None)
-    if name is not None and any(mine.values()) and name not in {t.name for t in reg.push.tables()}:
+    mine = _server_side(ctx, name, only=name is not None)
+    if name is not None and any(mine.values()) and name not in {t.name for t in ctx.push.tables()}:
         return wa.Stats(push={}, **mine)
-    return wa.Stats(push=reg.push.stats(name), **mine)
+    return wa.Stats(push=ctx.push.stats(name), **mine)
 
 
-def _server_side(reg: Registries, name: str | None, only: bool) -> dict:
+def _server_side(ctx: ActionContext, name: str | None, only: bool) -> dict:
     """What this server did to Paimon tables (all, or only `name`): durable writes, maintenance,
     staged writes; the ingest package reports them as plain dicts, typed here."""
-    writes = {k: wa.PaimonWriteStats(**v) for k, v in reg.ingest.stats(name).items()}
+    writes = {k: wa.PaimonWriteStats(**v) for k, v in ctx.ingest.stats(name).items()}
     staged = {k: {stage: wa.StagedStats(**v) for stage, v in stages.items()}
-              for k, stages in reg.ingest.staging.stats().items()}
-    parts = {"paimon_writes": writes, "maintenance": reg.maintainer.stats(), "staged": staged}
+              for k, stages in ctx.ingest.staging.stats().items()}
+    parts = {"paimon_writes": writes, "maintenance": ctx.maintainer.stats(), "staged": staged}
     return {key: {k: v for k, v in part.items() if not only or k == name} for key, part in parts.items()}
 
 
-def offsets(reg: Registries, body: wa.OffsetsBody) -> wa.PushOffsets:
-    return reg.push.offsets(body.name)
+def offsets(ctx: ActionContext, body: wa.OffsetsBody) -> wa.PushOffsets:
+    return ctx.push.offsets(body.name)
 
 
-def latest_snapshot(reg: Registries, body: wa.TableBody) -> wa.Snapshots:
+def latest_snapshot(ctx: ActionContext, body: wa.TableBody) -> wa.Snapshots:
     name = table_name(body.table, "the body of action 'latest_snapshot'")
-    return wa.Snapshots(reg.paimon.latest_snapshot(name), reg.paimon.earliest_snapshot(name))
+    return wa.Snapshots(ctx.paimon.latest_snapshot(name), ctx.paimon.earliest_snapshot(name))
 
 
 def _consumer(body: wa.ConsumerBody | wa.ConsumerCommitBody, action: str) -> tuple[str, str]:
@@ -116,40 +117,40 @@ def _consumer(body: wa.ConsumerBody | wa.ConsumerCommitBody, action: str) -> tup
     return table_name(body.table, what), check_consumer_id(body.consumer_id, what)
 
 
-def consumer_progress(reg: Registries, body: wa.ConsumerBody) -> wa.ConsumerProgress:
+def consumer_progress(ctx: ActionContext, body: wa.ConsumerBody) -> wa.ConsumerProgress:
     name, cid = _consumer(body, "consumer_progress")
-    return wa.ConsumerProgress(reg.paimon.consumer_progress(name, cid))
+    return wa.ConsumerProgress(ctx.paimon.consumer_progress(name, cid))
 
 
-def consumer_commit(reg: Registries, body: wa.ConsumerCommitBody) -> wa.Empty:
+def consumer_commit(ctx: ActionContext, body: wa.ConsumerCommitBody) -> wa.Empty:
     name, cid = _consumer(body, "consumer_commit")
     if not is_int(body.next_snapshot, minimum=1):
         raise InvalidRequest(f"Action 'consumer_commit': 'next_snapshot' must be an integer >= 1, "
                              f"got {body.next_snapshot!r}.")
-    reg.maintainer.consumer_commit(name, cid, body.next_snapshot)
+    ctx.maintainer.consumer_commit(name, cid, body.next_snapshot)
     return wa.Empty()
 
 
-def health(reg: Registries, body: wa.HealthBody) -> wa.Health:
+def health(ctx: ActionContext, body: wa.HealthBody) -> wa.Health:
     """Answers while the server serves; a shutting-down server says so."""
-    return wa.Health("serving" if reg.push.closing is None else "stopping", len(reg.push.tables()),
-                     reg.paimon.open_follows, round(time.time() - reg.started, 3))
+    return wa.Health("serving" if ctx.push.closing is None else "stopping", len(ctx.push.tables()),
+                     ctx.paimon.open_follows, round(time.time() - ctx.started, 3))
 
 
-def create_table(reg: Registries, body: wa.CreateTableBody) -> wa.TableCreated:
+def create_table(ctx: ActionContext, body: wa.CreateTableBody) -> wa.TableCreated:
     name = table_name(body.table, "the body of action 'create_table'")
     schema = decode_schema(body.schema, f"Paimon table {name!r}")
-    return reg.paimon.create_table(name, schema, body.primary_keys or [], body.partition_keys or [], body.options or {})
+    return ctx.paimon.create_table(name, schema, body.primary_keys or [], body.partition_keys or [], body.options or {})
 
 
-def producer_state(reg: Registries, body: wa.ProducerStateBody) -> wa.ProducerState:
+def producer_state(ctx: ActionContext, body: wa.ProducerStateBody) -> wa.ProducerState:
     what = "the body of action 'producer_state'"
     name = table_name(body.table, what)
     producer = check_consumer_id(body.producer, what, names.PRODUCER)
-    return wa.ProducerState(**reg.ingest.producer_state(name, producer))
+    return wa.ProducerState(**ctx.ingest.producer_state(name, producer))
 
 
-def commit_staged(reg: Registries, body: wa.CommitStagedBody) -> wa.StagedCommit:
+def commit_staged(ctx: ActionContext, body: wa.CommitStagedBody) -> wa.StagedCommit:
     what = "the body of action 'commit_staged'"
     name = table_name(body.table, what)
     stage = check_consumer_id(body.stage, what, names.STAGE)
@@ -162,28 +163,28 @@ def commit_staged(reg: Registries, body: wa.CommitStagedBody) -> wa.StagedCommit
     producer = None if body.producer is None else check_consumer_id(body.producer, what, names.PRODUCER)
     if (producer is None) != (body.seq is None) or (body.seq is not None and not is_int(body.seq, minimum=0)):
         raise InvalidRequest("Action 'commit_staged': 'producer' and 'seq' (an integer >= 0) go together.")
-    done = reg.ingest.staging.commit(name, stage, attempts, producer, body.seq)
+    done = ctx.ingest.staging.commit(name, stage, attempts, producer, body.seq)
     return wa.StagedCommit(done.snapshot, done.rows, done.skipped)
 
 
-def abort_staged(reg: Registries, body: wa.AbortStagedBody) -> wa.StagedAbort:
+def abort_staged(ctx: ActionContext, body: wa.AbortStagedBody) -> wa.StagedAbort:
     what = "the body of action 'abort_staged'"
     name = table_name(body.table, what)
-    attempts, deleted = reg.ingest.staging.abort(name, check_consumer_id(body.stage, what, names.STAGE))
+    attempts, deleted = ctx.ingest.staging.abort(name, check_consumer_id(body.stage, what, names.STAGE))
     return wa.StagedAbort(attempts, deleted)
 
 
-def find_snapshot(reg: Registries, body: wa.FindSnapshotBody) -> wa.FoundSnapshot:
+def find_snapshot(ctx: ActionContext, body: wa.FindSnapshotBody) -> wa.FoundSnapshot:
     name = table_name(body.table, "the body of action 'find_snapshot'")
     if (body.timestamp_millis is None) == (body.tag is None):
         raise InvalidRequest(f"Action 'find_snapshot' takes 'table' and exactly one of 'timestamp_millis' or 'tag', "
                              f"got keys {sorted(body.to_json())}.")
     if body.tag is not None:
-        return wa.FoundSnapshot(snapshot_id=reg.paimon.tag_snapshot(name, tag_name(body.tag, "find_snapshot")))
+        return wa.FoundSnapshot(snapshot_id=ctx.paimon.tag_snapshot(name, tag_name(body.tag, "find_snapshot")))
     if not is_int(body.timestamp_millis, minimum=0):
         raise InvalidRequest(f"Action 'find_snapshot': 'timestamp_millis' must be an integer >= 0, "
                              f"got {body.timestamp_millis!r}.")
-    before, after = reg.paimon.snapshots_around(name, body.timestamp_millis)
+    before, after = ctx.paimon.snapshots_around(name, body.timestamp_millis)
     return wa.FoundSnapshot(before, after)
 
 
@@ -197,7 +198,7 @@ def tag_name(value, action: str) -> str:
     return value
 
 
-def create_tag(reg: Registries, body: wa.CreateTagBody) -> wa.TagCreated:
+def create_tag(ctx: ActionContext, body: wa.CreateTagBody) -> wa.TagCreated:
     name = table_name(body.table, "the body of action 'create_tag'")
     tag = tag_name(body.tag, "create_tag")
     if tag.isdigit():  # Paimon's rule: a number names a snapshot (incremental-between '3,7')
@@ -215,19 +216,19 @@ def create_tag(reg: Registries, body: wa.CreateTagBody) -> wa.TagCreated:
         if retained is None or retained >= MAX_TAG_RETAINED_MS:
             raise InvalidRequest(f"Action 'create_tag': 'time_retained' must be a duration such as '1 d' or '12 h' "
                                  f"(below 999999999 d), got {body.time_retained!r}.")
-    return wa.TagCreated(tag, reg.maintainer.create_tag(name, tag, body.snapshot, retained))
+    return wa.TagCreated(tag, ctx.maintainer.create_tag(name, tag, body.snapshot, retained))
 
 
-def delete_tag(reg: Registries, body: wa.DeleteTagBody) -> wa.TagsDeleted:
+def delete_tag(ctx: ActionContext, body: wa.DeleteTagBody) -> wa.TagsDeleted:
     name = table_name(body.table, "the body of action 'delete_tag'")
     if not isinstance(body.tag, str):
         raise InvalidRequest(f"Action 'delete_tag': 'tag' must be a tag name, or several comma-separated, "
                              f"got {body.tag!r}.")
     tags = list(dict.fromkeys(tag_name(t.strip(), "delete_tag") for t in body.tag.split(",")))
-    return wa.TagsDeleted(reg.paimon.delete_tags(name, tags))
+    return wa.TagsDeleted(ctx.paimon.delete_tags(name, tags))
 
 
-def compact(reg: Registries, body: wa.CompactBody) -> wa.Compacted:
+def compact(ctx: ActionContext, body: wa.CompactBody) -> wa.Compacted:
     """Paimon's compact procedure: the whole table, or only `partitions` (and `partition`), each a
     map of every partition column to a value; an unknown column is refused (it would match nothing)."""
     name = table_name(body.table, "the body of action 'compact'")
@@ -236,12 +237,12 @@ def compact(reg: Registries, body: wa.CompactBody) -> wa.Compacted:
                              f"values, got {body.partitions!r}.")
     wanted = list(body.partitions or []) + ([] if body.partition is None else [body.partition])
     if body.partitions is None and body.partition is None:
-        return reg.maintainer.compact(name, None)
-    keys = list(reg.paimon.table(name).partition_keys or [])
+        return ctx.maintainer.compact(name, None)
+    keys = list(ctx.paimon.table(name).partition_keys or [])
     parts = [_partition(p, keys, name) for p in wanted]
     done = wa.Compacted()
     for part in dict.fromkeys(tuple(sorted(p.items())) for p in parts):  # each once, in the order given
-        done = done.plus(reg.maintainer.compact(name, dict(part)))
+        done = done.plus(ctx.maintainer.compact(name, dict(part)))
     return done
 
 
@@ -260,7 +261,7 @@ def _partition(value, keys: list[str], table: str) -> dict:
     return {k: str(v) for k, v in value.items()}
 
 
-def expire_snapshots(reg: Registries, body: wa.ExpireSnapshotsBody) -> wa.SnapshotsExpired:
+def expire_snapshots(ctx: ActionContext, body: wa.ExpireSnapshotsBody) -> wa.SnapshotsExpired:
     name = table_name(body.table, "the body of action 'expire_snapshots'")
     for key, value in (("retain_max", body.retain_max), ("retain_min", body.retain_min)):
         if value is not None and not is_int(value, minimum=1):
@@ -270,15 +271,15 @@ def expire_snapshots(reg: Registries, body: wa.ExpireSnapshotsBody) -> wa.Snapsh
     if body.max_deletes is not None and not is_int(body.max_deletes, minimum=1):
         raise InvalidRequest(f"Action 'expire_snapshots': 'max_deletes' must be an integer >= 1 (the most snapshots "
                              f"to expire), got {body.max_deletes!r}.")
-    return reg.maintainer.expire_snapshots(name, body.retain_max, body.retain_min,
+    return ctx.maintainer.expire_snapshots(name, body.retain_max, body.retain_min,
                                            older_than_ms(body.older_than, "expire_snapshots"), body.max_deletes)
 
 
-def remove_orphan_files(reg: Registries, body: wa.RemoveOrphanFilesBody) -> wa.OrphansRemoved:
+def remove_orphan_files(ctx: ActionContext, body: wa.RemoveOrphanFilesBody) -> wa.OrphansRemoved:
     name = table_name(body.table, "the body of action 'remove_orphan_files'")
     if body.dry_run is not None and not isinstance(body.dry_run, bool):
         raise InvalidRequest(f"Action 'remove_orphan_files': 'dry_run' must be true or false, got {body.dry_run!r}.")
-    return reg.maintainer.remove_orphan_files(name, older_than_ms(body.older_than, "remove_orphan_files"),
+    return ctx.maintainer.remove_orphan_files(name, older_than_ms(body.older_than, "remove_orphan_files"),
                                               bool(body.dry_run))
 
 
@@ -328,7 +329,7 @@ def log_fields(action: str, body: dict) -> dict:
     return {}
 
 
-def run(reg: Registries, action: str, body: dict, access: Access) -> dict:
+def run(ctx: ActionContext, action: str, body: dict, access: Access) -> dict:
     """Run one action for a principal: its grant on the table the body names is checked first;
     `stats` without a name shows only the tables the principal may read."""
     spec = wa.ACTIONS.get(action)
@@ -342,7 +343,7 @@ def run(reg: Registries, action: str, body: dict, access: Access) -> dict:
             if not isinstance(table, str):
                 raise InvalidRequest(f"Action {action!r}: {key!r} must be a table name (a string), got {table!r}.")
             access.require(spec.grant, table, f"table {table!r} (action {action!r})")
-    result = HANDLERS[action](reg, spec.body.from_json(body, action))
+    result = HANDLERS[action](ctx, spec.body.from_json(body, action))
     if action == names.STATS and "name" not in body:
         result = result.visible(lambda table: access.allows(READ, table))
     return result.to_json()

@@ -149,11 +149,11 @@ class FlightPaimonServer(flight.FlightServerBase):
                                      staged=self.ingest.staging.file_names,
                                      worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))
         self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
-        self.registries = actions.Registries(self.push, self.paimon, self.ingest, self.maintainer, time.time())
-        self.registries.on_drop.append(self.maintainer.forget)
+        self.action_context = actions.ActionContext(self.push, self.paimon, self.ingest, self.maintainer, time.time())
+        self.action_context.on_drop.append(self.maintainer.forget)
         if self.metrics is not None:  # a dropped table's series go with it
             self.push.on_drop.append(self.metrics.forget_push_table)
-            self.registries.on_drop.append(self.metrics.forget_paimon_table)
+            self.action_context.on_drop.append(self.metrics.forget_paimon_table)
         self.tickets = TicketCodec(ticket_key, ticket_lifetime_ms)
         host = location.rsplit(":", 1)[0]
         self.uri = f"{host}:{self.port}"
@@ -301,7 +301,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         with _call(self, "do_action", context, action=action.type) as call:
             body = parse_json_object(action.body.to_pybytes() if action.body else b"", f"body of action {action.type!r}")
             call.fields.update(actions.log_fields(action.type, body))
-            result = actions.run(self.registries, action.type, body, call.access)
+            result = actions.run(self.action_context, action.type, body, call.access)
         return [json.dumps(result).encode()]
 
     def close(self, reason: str = "the server is shutting down", timeout: float = 10.0) -> bool:

@@ -44,7 +44,7 @@ def test_every_action_on_a_table_logs_its_table_whether_it_succeeds_or_fails(ser
 
 
 def test_a_bug_is_logged_naming_the_rpc_the_action_the_table_and_the_peer(server, client, monkeypatch):
-    def buggy(registries, body):
+    def buggy(ctx, body):
         return {"value": {}["no such key"]}
 
     monkeypatch.setitem(actions.HANDLERS, names.LATEST_SNAPSHOT, buggy)

@@ -133,7 +133,7 @@ def test_a_huge_fail_message_reaches_the_reader_cut_not_lost(client):
 
 
 def test_a_key_error_from_a_server_bug_is_logged_with_its_traceback_and_answered_internal(server, client, monkeypatch):
-    def buggy(registries, body):
+    def buggy(ctx, body):
         return {"value": {}["no such key"]}  # a bug: a dict key the code forgot to check
 
     monkeypatch.setitem(actions.HANDLERS, names.HEALTH, buggy)
