@@ -1,6 +1,6 @@
 """What compaction picks (flight_server.maintenance.compaction), on made-up files, without a table:
 a primary-key bucket's sorted runs and Paimon's universal compaction, and the append tiers' picks
-(more examples of `pick` and `settle_pick` in test_maintenance.py)."""
+(more examples of `tier_pick` and `settle_pick` in test_maintenance.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from flight_server.maintenance.compaction import pick, pick_runs, sorted_runs, tier_bounds
+from flight_server.maintenance.compaction import pick_runs, sorted_runs, tier_bounds, tier_pick
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import LiveFile
 
@@ -109,7 +109,7 @@ append_options = st.builds(lambda lo, extra, target: MaintenanceOptions(min_file
 @given(sizes=tiny_or_parts, opts=append_options)
 def test_an_append_pick_is_small_files_of_one_kind_in_the_buckets_order(sizes, opts):
     files = [_file(f"f{i}", size, 0) for i, size in enumerate(sizes)]
-    chosen = pick(files, opts)
+    chosen = tier_pick(files, opts)
     if not chosen:
         return
     positions = [files.index(f) for f in chosen]

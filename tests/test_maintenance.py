@@ -587,36 +587,36 @@ def _files(*sizes: int) -> list:
 
 
 def test_pick_merges_tiny_files_by_size_tier_and_part_files_once_they_add_up_to_the_target():
-    from flight_server.maintenance.compaction import pick, tier_bounds
+    from flight_server.maintenance.compaction import tier_bounds, tier_pick
     from flight_server.maintenance.options import MaintenanceOptions
 
     opts = MaintenanceOptions(target_file_size=16 * 4096)  # part files: 4096 and up; tiers below 4096, 256, 16, 1
     assert tier_bounds(opts) == [1, 16, 256, 4096]
     names = lambda files: [f.name for f in files]  # noqa: E731
-    assert pick(_files(40, 40, 40, 40), opts) == [], "fewer than min-file-num tiny files wait"
-    assert pick(_files(40, 40, 40, 40, 40), opts) == [], "min-file-num files below a tier's bound wait to add up to it"
-    assert names(pick(_files(40, 40, 40, 40, 40, 40, 40), opts)) == [f"f{i}" for i in range(7)], \
+    assert tier_pick(_files(40, 40, 40, 40), opts) == [], "fewer than min-file-num tiny files wait"
+    assert tier_pick(_files(40, 40, 40, 40, 40), opts) == [], "min-file-num files below a tier's bound wait to add up to it"
+    assert names(tier_pick(_files(40, 40, 40, 40, 40, 40, 40), opts)) == [f"f{i}" for i in range(7)], \
         "files below 256 that add up to it merge: the merge lands a tier up"
-    assert names(pick(_files(300, 40, 40, 40, 40, 40, 40, 40), opts)) == [f"f{i}" for i in range(1, 8)], \
+    assert names(tier_pick(_files(300, 40, 40, 40, 40, 40, 40, 40), opts)) == [f"f{i}" for i in range(1, 8)], \
         "a file of the next tier is not rewritten with them"
-    assert names(pick(_files(1000, 1000, 1000, 600, 600, 10, 10), opts)) == [f"f{i}" for i in range(7)], \
+    assert names(tier_pick(_files(1000, 1000, 1000, 600, 600, 10, 10), opts)) == [f"f{i}" for i in range(7)], \
         "the lowest tier the files add up to: here the part size"
-    assert names(pick(_files(3, 3, 3, 3, 3, 3, 300, 300), opts)) == [f"f{i}" for i in range(6)], \
+    assert names(tier_pick(_files(3, 3, 3, 3, 3, 3, 300, 300), opts)) == [f"f{i}" for i in range(6)], \
         "the lowest tier first"
     parts = _files(*[16 * 300] * 15)
-    assert pick(parts[:13], opts) == [], "part files below the target together wait"
-    assert names(pick(parts, opts)) == [f"f{i}" for i in range(14)], "once they add up to it they merge"
-    assert pick(_files(60000, 60000, 60000), opts) == [], "files of the target size are left alone"
+    assert tier_pick(parts[:13], opts) == [], "part files below the target together wait"
+    assert names(tier_pick(parts, opts)) == [f"f{i}" for i in range(14)], "once they add up to it they merge"
+    assert tier_pick(_files(60000, 60000, 60000), opts) == [], "files of the target size are left alone"
     many = _files(*[10] * 40)
-    assert len(pick(many, MaintenanceOptions(target_file_size=16 * 4096, max_file_num=30))) == 30, \
+    assert len(tier_pick(many, MaintenanceOptions(target_file_size=16 * 4096, max_file_num=30))) == 30, \
         "max-file-num at most"
 
 
 def test_the_tiers_rewrite_a_byte_a_few_times_whatever_the_commit_size():
-    """Commits of one size each, merged as pick says with a merge as large as its inputs: bytes
+    """Commits of one size each, merged as tier_pick says with a merge as large as its inputs: bytes
     rewritten over bytes committed stays within the tiers a commit climbs to the part size (and the
     one rewrite of part files into the target), and a bucket never holds many files."""
-    from flight_server.maintenance.compaction import pick
+    from flight_server.maintenance.compaction import tier_pick
     from flight_server.maintenance.options import MaintenanceOptions
     from flight_server.maintenance.store import LiveFile
 
@@ -627,7 +627,7 @@ def test_the_tiers_rewrite_a_byte_a_few_times_whatever_the_commit_size():
         for n in range(1, (64 << 20) // commit + 1):  # four target files a bucket
             files.append(LiveFile(None, f"c{n}", commit, 1, n, 0))
             written += commit
-            while chosen := pick(files, opts):
+            while chosen := tier_pick(files, opts):
                 rewritten += sum(f.size for f in chosen)
                 files = [f for f in files if f not in chosen] + [LiveFile(None, f"m{n}", sum(f.size for f in chosen), 1, n, 0)]
             assert len(files) < 64, (commit, n, len(files))
@@ -656,7 +656,7 @@ def test_settling_a_table_that_commits_once_per_quiet_spell_rewrites_a_byte_a_fe
     """A commit, then a settling round, again and again (a producer slower than settle_s): with
     the budget, settling's rewrites stay within SETTLE_COST per byte (without it, each settle
     rewrote the growing file: 75x for 20 KB commits), and the bucket keeps few files."""
-    from flight_server.maintenance.compaction import SETTLE_COST, pick, settle_pick
+    from flight_server.maintenance.compaction import SETTLE_COST, settle_pick, tier_pick
     from flight_server.maintenance.options import MaintenanceOptions
     from flight_server.maintenance.store import LiveFile
 
@@ -669,7 +669,7 @@ def test_settling_a_table_that_commits_once_per_quiet_spell_rewrites_a_byte_a_fe
             files.append(LiveFile(None, f"c{n}", commit, 1, n, 0))
             written += commit
             unsettled += commit
-            for chosen in iter(lambda: pick(files, opts), []):  # the rounds after the commit
+            for chosen in iter(lambda: tier_pick(files, opts), []):  # the rounds after the commit
                 rewritten += sum(f.size for f in chosen)
                 files = [f for f in files if f not in chosen] + [LiveFile(None, f"m{n}", sum(f.size for f in chosen), 1, n, 0)]
             chosen = settle_pick(files, opts, SETTLE_COST * unsettled)  # the quiet spell

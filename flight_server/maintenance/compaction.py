@@ -2,7 +2,7 @@
 
 Append tables: a bucket's small files (below `compaction.small-file-ratio` of `target-file-size`,
 as Java Paimon's append compaction: a rewrite's files roll a little under the target, and are not
-rewritten again to grow a few percent) are rewritten by size tiers (`pick`), so that each byte is
+rewritten again to grow a few percent) are rewritten by size tiers (`tier_pick`), so that each byte is
 rewritten O(log(target / a commit's size)) times whatever the commit rate, never once a round:
 - tiny files, below the part-file size (`target-file-size` / 16, 16 MiB by default), sit in tiers
   TIER_FANIN (16) times apart: [part / 16, part), [part / 256, part / 16), ... The files below a
@@ -52,7 +52,7 @@ TIER_FANIN = 16  # tiers of tiny files are this many times apart in size (PART_F
 READ_FILE_BYTES = 4 << 20  # a quiet bucket keeps one file besides the first per this many bytes
 
 
-def pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
+def tier_pick(files: Sequence[LiveFile], opts: MaintenanceOptions) -> list[LiveFile]:
     """The files of one bucket to rewrite now (oldest first), or [] (see the module's docstring)."""
     small = [f for f in files if f.size < opts.compaction_file_size]
     run = _tier_run([f for f in small if f.size < opts.part_file_size], opts)
@@ -221,7 +221,7 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
             if full:
                 chosen = [f for f in files if f.size < opts.compaction_file_size]
             else:
-                chosen = settle_pick(files, opts, settle) if settle is not None else pick(files, opts)
+                chosen = settle_pick(files, opts, settle) if settle is not None else tier_pick(files, opts)
             messages = worker.rewrite(store, chosen) if len(chosen) >= 2 else []
         if not messages:
             continue

@@ -10,7 +10,7 @@ where that matters the server's defaults differ, and docs/protocol.md says why:
   every later snapshot, and so every file, forever.
 Compaction keeps Paimon's `compaction.min.file-num` (5), `compaction.max.file-num` (50) and
 `target-file-size`: tiny files (below target / 16) merge by size tiers 16x apart, larger ones once,
-when they add up to the target (compaction.pick), so each byte is rewritten a few times, not once
+when they add up to the target (compaction.tier_pick), so each byte is rewritten a few times, not once
 per compaction. Primary-key tables keep Paimon's
 merge-tree options and defaults:
 `num-sorted-run.compaction-trigger` (5), `num-levels` (trigger + 1),
@@ -64,7 +64,7 @@ class MaintenanceOptions:
     @property
     def part_file_size(self) -> int:
         """Append files at least this large are compacted once, when they add up to the target
-        (compaction.pick): target-file-size / PART_FILES (16 MiB by default)."""
+        (compaction.tier_pick): target-file-size / PART_FILES (16 MiB by default)."""
         return max(1, self.target_file_size // PART_FILES)
 
     @staticmethod
