@@ -29,7 +29,7 @@ import structlog
 from flight_server.paimon import compat
 from flight_server.polling import Slices
 from flight_server.wire.errors import Cancelled, NotFound, Unavailable, WrongState
-from flight_server.paimon.scope import pick, ticket_buckets
+from flight_server.paimon.scope import select_splits, ticket_buckets
 from flight_server.tickets import PaimonTicket
 from flight_server.wire.requests import PaimonRequest
 from flight_server.wire import messages
@@ -138,7 +138,7 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
     try:
         if full is not None:  # a consumer's first full read is protected by nothing: expiry may take it
             with scope.expired_named([full]):
-                splits = pick(scope.snapshot_splits(full), buckets, None)
+                splits = select_splits(scope.snapshot_splits(full), buckets, None)
                 yield from scope.batches(splits, messages.snapshot_mark(full))
             nxt = full + 1
         position.next = nxt

@@ -141,7 +141,7 @@ def ticket_buckets(ticket: PaimonTicket) -> set | None:
     return {ticket.bucket} if ticket.bucket is not None else bucket_set(ticket.request.buckets)
 
 
-def pick(splits: list, buckets: set | None, group: tuple[int, int] | None) -> list:
+def select_splits(splits: list, buckets: set | None, group: tuple[int, int] | None) -> list:
     """The splits of `buckets`, then group i of n in the stable split order."""
     if buckets is not None:
         splits = [s for s in splits if s.bucket in buckets]

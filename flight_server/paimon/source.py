@@ -20,7 +20,7 @@ from flight_server.paimon import compat, create
 from flight_server.paimon import follow
 from flight_server.paimon.guard import FilterGuard
 from flight_server.paimon.pins import SnapshotPins
-from flight_server.paimon.scope import Scope, bucket_set, pick, ticket_buckets
+from flight_server.paimon.scope import Scope, bucket_set, select_splits, ticket_buckets
 from flight_server.source import Items, ReadPlan
 from flight_server.tickets import PaimonTicket
 from flight_server.wire import messages, names
@@ -239,7 +239,7 @@ class PaimonSource:
         if req.snapshot is not None:
             scope.snapshot(req.snapshot)
         base = replace(base, snapshot=snap_id)
-        splits = pick(scope.snapshot_splits(snap_id), bucket_set(req.buckets), None)
+        splits = select_splits(scope.snapshot_splits(snap_id), bucket_set(req.buckets), None)
         if buckets is not None:
             tickets = self._per_bucket(base, buckets)
         else:
@@ -315,7 +315,7 @@ def _delta_plan(scope: Scope, req: PaimonRequest, to_s: int) -> list[tuple[int, 
         for sid in range(req.from_snapshot + 1, to_s + 1):
             snap = scope.snapshot(sid)
             if follow.scans(scope, planner, snap):
-                plan.append((sid, pick(compat.delta_splits(planner, snap), buckets, None)))
+                plan.append((sid, select_splits(compat.delta_splits(planner, snap), buckets, None)))
         return plan
     finally:
         compat.close_planner(planner)
@@ -327,9 +327,9 @@ def _pinned(tickets: list[PaimonTicket], plan: list[tuple[int, list]] | None) ->
         return tickets
     out = []
     for t in tickets:
-        mine = [(sid, sorted(pick(splits, ticket_buckets(t), None), key=compat.split_sort_key)) for sid, splits in plan]
+        mine = [(sid, sorted(select_splits(splits, ticket_buckets(t), None), key=compat.split_sort_key)) for sid, splits in plan]
         if t.group is not None:
-            mine = [(sid, pick(splits, None, t.group)) for sid, splits in mine]
+            mine = [(sid, select_splits(splits, None, t.group)) for sid, splits in mine]
         pinned = tuple((sid, tuple(compat.pin_splits(splits))) for sid, splits in mine)
         size = sum(len(s) for _, splits in pinned for s in splits)
         out.append(replace(t, pinned=pinned) if size <= MAX_PINNED_BYTES else t)
@@ -350,7 +350,7 @@ def _snapshot(scope: Scope, ticket: PaimonTicket) -> Iterator:
     if ticket.pinned is not None:
         splits = [s for _, pinned in ticket.pinned for s in compat.unpin_splits(scope.table, list(pinned))]
     else:
-        splits = pick(scope.snapshot_splits(ticket.snapshot), ticket_buckets(ticket), ticket.group)
+        splits = select_splits(scope.snapshot_splits(ticket.snapshot), ticket_buckets(ticket), ticket.group)
     yield from scope.batches(splits)  # the snapshot is FlightInfo's app_metadata: no per-batch marks
 
 
