@@ -103,14 +103,20 @@ class WriterLanes:
             job = None
             with host.lock:
                 host.work.wait_for(lambda: host.closed() or lane.answered != self._asked or host.takeable())
-                if host.closed():
-                    return
-                if lane.answered != self._asked:
+                closed = host.closed()
+                if not closed and lane.answered != self._asked:
                     job, number = self._asked_job, self._asked
-                else:
+                elif not closed:
                     chunk = host.take()
                     self.writing += 1
                     host.space.notify(len(chunk))  # room for blocked submitters
+            if closed:
+                # Its writer is closed here, on the thread that made it (pypaimon-rust's writers must
+                # not be dropped on another): files it prepared stay for a commit in flight; files it
+                # had not prepared are removed (never to be committed).
+                writer, lane.writer = lane.writer, None
+                close_quietly(writer, host.name)
+                return
             if job is None:
                 self._write(lane, chunk)
             else:

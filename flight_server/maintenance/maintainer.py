@@ -31,6 +31,7 @@ log = structlog.get_logger(__name__)
 
 ROUND_S = 1.0  # a table is maintained at most this often after commits
 SETTLE_S = 5.0  # a table quiet this long gets one settling round (compaction.settle_pick)
+SETTLE_RETRY_S = 60.0  # a settling round that failed is tried again this much later
 JOIN_S = 5.0  # close() waits this long for the step in flight (a server killed mid-step loses nothing)
 ORPHANS_EVERY_S = 3600.0  # a table's orphan files are looked for this often (and at its first round)
 ROUND_BUDGET_S = 5.0  # a round repeats a step that found work for at most this long (then other tables' turn)
@@ -97,6 +98,7 @@ class Maintainer:
         self._tables: dict[str, TableState] = {}
         self._closed = False
         self._running: str | None = None
+        self._forget_after: str | None = None  # dropped during its round: forgotten once it ends
         self._orphans_at: dict[str, float] = {}
         self._thread = threading.Thread(target=self._run, name="maintenance", daemon=True)
         self._thread.start()
@@ -118,10 +120,16 @@ class Maintainer:
                 self._cond.notify_all()
 
     def forget(self, table: str) -> None:
-        """A dropped table: no rounds, no settling, nothing in `stats`."""
+        """A dropped table: no rounds, no settling, nothing in `stats` (a round in flight is
+        forgotten as it ends)."""
         with self._cond:
-            for d in (self._tables, self._due, self._settle, self._last, self._orphans_at):
-                d.pop(table, None)
+            self._drop_state(table)
+            if self._running == table:
+                self._forget_after = table
+
+    def _drop_state(self, table: str) -> None:
+        for d in (self._tables, self._due, self._settle, self._last, self._orphans_at):
+            d.pop(table, None)
 
     def stats(self) -> dict[str, MaintenanceStats]:
         """Per table: what maintenance did, and `due` while a round (or the settling round after
@@ -335,11 +343,18 @@ class Maintainer:
                 log.warning("maintenance_failed", table=name, error=str(e).splitlines()[0] if str(e) else type(e).__name__,
                             exc_info=True)
                 self._state(name).last_error = str(e).splitlines()[0][:500] if str(e) else type(e).__name__
+                if settle:  # a quiet table gets no commit to ask again: its settling round is retried
+                    with self._cond:
+                        self._settle.setdefault(name, time.monotonic() + SETTLE_RETRY_S)
             finally:
                 cpu = time.thread_time() - cpu0
-                self._state(name).cpu_s += cpu
                 with self._cond:
                     self._running = None
+                    if self._forget_after == name:  # dropped during its round: nothing of it stays
+                        self._forget_after = None
+                        self._drop_state(name)
+                    else:
+                        self._state(name).cpu_s += cpu
                     rest = time.monotonic() + cpu * (1 / DUTY - 1)
                     while not self._closed and time.monotonic() < rest:
                         self._cond.wait(rest - time.monotonic())

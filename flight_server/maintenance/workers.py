@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import threading
+import time
 
 import structlog
 
@@ -104,9 +105,16 @@ class RewriteWorker:
                            name="flight-paimon-compaction", daemon=True)
         proc.start()
         child.close()
-        if not parent.poll(START_TIMEOUT_S):
-            proc.kill()
-            raise WorkerDied(f"The compaction worker process did not start in {START_TIMEOUT_S:.0f} s.")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not parent.poll(POLL_S):  # a server stopping meanwhile does not wait for the start
+            if self._closed or time.monotonic() > deadline or not proc.is_alive():
+                proc.kill()
+                proc.join(10)
+                if self._closed:
+                    raise Unavailable("The server is stopping: maintenance is not run.")
+                if time.monotonic() > deadline:
+                    raise WorkerDied(f"The compaction worker process did not start in {START_TIMEOUT_S:.0f} s.")
+                break  # it died: recv() below says so
         try:
             parent.recv()
         except EOFError as e:
