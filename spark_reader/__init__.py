@@ -7,6 +7,6 @@
 Each action on a DataFrame reads the table as it is then (see spark_reader/README.md).
 """
 
-from spark_reader.source import FlightPaimonDataSource, register
+from spark_reader.data_source import FlightPaimonDataSource, register
 
 __all__ = ["FlightPaimonDataSource", "register"]
