@@ -1,4 +1,5 @@
-"""Push tables as a source: plans, reads, and the producer streams that fill them (no Flight).
+"""Push tables as the server serves them (`PushSource`, a `flight_server.source.Source`): plans, reads, and the
+producer streams that fill them (no Flight).
 
 A producer's stream ends cleanly only with its end marker `{"end": N}` (N checked against what
 arrived); a half-close without it, a wrong N, or a broken stream fails the partition, because a
