@@ -14,7 +14,7 @@ from flight_server.maintenance.table_stats import table_stats
 from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import check_consumer_id, table_name
-from flight_server.paimon.source import PaimonSource
+from flight_server.paimon.warehouse import PaimonSource
 from flight_server.push.registry import PushRegistry
 from flight_server.wire.units import parse_duration_ms, parse_timestamp_ms
 from flight_server.wire import actions as wa

@@ -28,7 +28,7 @@ from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.workers import RewriteWorker
 from flight_server.metrics import Metrics
 from flight_server.middleware import AUTH, AuthMiddlewareFactory, access, authenticated
-from flight_server.paimon.source import PaimonSource
+from flight_server.paimon.warehouse import PaimonSource
 from flight_server.push.service import PushSource
 from flight_server.push.registry import PushRegistry
 from flight_server.source import Items, ReadPlan, Source

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_server.paimon import source as paimon_source
+from flight_server.paimon import warehouse as paimon_warehouse
 from tests.paimon_tables import Warehouse, rows, sort_rows
 
 pytestmark = pytest.mark.timeout(180)
@@ -50,7 +50,7 @@ def test_do_get_of_a_table_with_200_commits_reads_no_manifest(client, warehouse,
     assert sort_rows(got) == sort_rows(wh.read(table))
 
     # A plan too large for a ticket pins only the snapshot: its reader plans again, from manifests.
-    monkeypatch.setattr(paimon_source, "MAX_PINNED_BYTES", 0)
+    monkeypatch.setattr(paimon_warehouse, "MAX_PINNED_BYTES", 0)
     info = client.flight.get_flight_info(descriptor, options=client.options())
     with manifests_gone(warehouse, table), pytest.raises(flight.FlightError):
         read_all(client, info)

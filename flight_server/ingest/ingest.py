@@ -21,7 +21,7 @@ from flight_server.ingest.conform import Conformer
 from flight_server.ingest.gate import CommitGate
 from flight_server.ingest.staging import Staging
 from flight_server.paimon import compat
-from flight_server.paimon.source import PaimonSource
+from flight_server.paimon.warehouse import PaimonSource
 from flight_server.wire import messages, producer_stream
 from flight_server.wire.errors import Cancelled, InvalidRequest, Unavailable, WrongState
 from flight_server.wire.requests import WriteTarget

@@ -21,7 +21,7 @@ from flight_server.maintenance import compaction, expiry, kv_files, orphans
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import TableStore
 from flight_server.maintenance.workers import RewriteWorker
-from flight_server.paimon.source import PaimonSource
+from flight_server.paimon.warehouse import PaimonSource
 from flight_server.wire.actions import (
     Compacted, LastCompaction, LastExpiry, MaintenanceStats, OrphansRemoved, SnapshotsExpired,
 )
