@@ -5,8 +5,8 @@ Every module of flight_server/, producers/, spark_reader/, chaos/ and scripts/ i
 stands: module level, inside a function (the lazy imports that keep `flight_cli --version` light)
 or under `if TYPE_CHECKING` alike, since each is a dependency a reader has to follow.
 `from pkg import name` is an edge to the module `pkg.name` when there is one, else to `pkg`; a
-package's own `__init__` is not an edge of its submodules' imports (Python runs it first anyway,
-as import-linter counts it). Imports by name at run time (`importlib.import_module`: cli/main.py
+package's own `__init__` is not an edge of its submodules' imports (Python runs it first whatever
+imports them, so such an edge would make every package that re-exports a submodule a cycle). Imports by name at run time (`importlib.import_module`: cli/main.py
 running the command the parser chose, all in the CLI's own layer; wire/errors.py reaching pyarrow;
 raw_grpc's generated stubs) are not edges.
 
