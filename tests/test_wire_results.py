@@ -90,3 +90,16 @@ def test_offsets_say_where_each_push_partition_stands(client):
     assert (offsets["1"].committed, offsets["1"].next_seq) == (3, 4)
     part = client.stats("orders").push["orders"].partitions["1"]
     assert (part.committed, part.next_seq, part.state, part.queued_batches) == (3, 4, "eof", 1)
+
+
+def test_a_staged_jobs_commit_counts_as_ingested_and_makes_maintenance_due(client):
+    """A staged job's commit (Spark's df.write) goes through the table's committer like a group
+    commit: its data files' bytes count in `ingested_bytes`, the amplification's denominator."""
+    typed(client, names.CREATE_TABLE, {"table": "db.s", "schema": encode_schema(SCHEMA),
+                                       "options": {"write-only": "true"}})  # no compaction: the files stay as written
+    client.stage("db.s", "job", "a1", SCHEMA, [batch(0, 50)])
+    client.stage("db.s", "job", "a2", SCHEMA, [batch(50, 50)])
+    client.commit_staged("db.s", "job", ["a1", "a2"])
+    held = typed(client, names.STATS, {"table": "db.s"})
+    assert held.paimon["db.s"].records == 100 and held.paimon["db.s"].data_bytes > 0
+    assert held.maintenance["db.s"].ingested_bytes == held.paimon["db.s"].data_bytes, held.maintenance["db.s"]

@@ -282,6 +282,7 @@ class TableCommitter:
             if self._builder is None:
                 self._builder = self._table.new_stream_write_builder()
             self._ident += 1
+        start = time.perf_counter()
         try:
             snapshot = self._publish(messages, updates)
         except BaseException:
@@ -290,6 +291,9 @@ class TableCommitter:
             self._reload_producers()
             raise
         self.producers.committed(updates, snapshot)
+        files = [f for m in messages for f in m.new_files]  # a staged job's rows: metrics, ingested bytes, maintenance
+        self._report_commit(sum(f.row_count for f in files), 0, time.perf_counter() - start,
+                            sum(f.file_size for f in files))
         return snapshot, False
 
     def _exclusive_chore(self, fn, timeout: float):
@@ -550,12 +554,9 @@ class TableCommitter:
             self._failed(group, e)
             return
         self.producers.committed(updates, snapshot)
-        if self._on_commit is not None and rows:
-            try:
-                files = sum(f.file_size for m in messages for f in m.new_files)
-                self._on_commit(self.name, rows, nbytes, time.perf_counter() - start, files)
-            except Exception:  # noqa: BLE001 - metrics must never keep committed batches from their acks
-                log.error("commit_metrics_failed", table=self.name, exc_info=True)
+        if rows:
+            self._report_commit(rows, nbytes, time.perf_counter() - start,
+                                sum(f.file_size for m in messages for f in m.new_files))
         with self._cond:
             for p in group:
                 if not p.stream.closed:
@@ -574,6 +575,15 @@ class TableCommitter:
         # the snapshot pypaimon says it made (read back only if it said none)
         landed = self._landed.get(self._ident)
         return landed if landed is not None else compat.find_commit(self._table, self._builder.commit_user, self._ident)
+
+    def _report_commit(self, rows: int, nbytes: int, seconds: float, file_bytes: int) -> None:
+        """Tell `on_commit` (metrics, the table's maintenance) of a commit that landed."""
+        if self._on_commit is None:
+            return
+        try:
+            self._on_commit(self.name, rows, nbytes, seconds, file_bytes)
+        except Exception:  # noqa: BLE001 - metrics must never keep committed batches from their acks
+            log.error("commit_metrics_failed", table=self.name, exc_info=True)
 
     def _failed(self, group: list[_Pending], e: BaseException) -> None:
         """A write or commit failed: fail the group's streams and those written since (the writers

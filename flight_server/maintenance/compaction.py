@@ -208,7 +208,7 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
     for (values, _bucket), files in sorted(groups.items(), key=lambda kv: (tuple(map(str, kv[0][0])), kv[0][1])):
         if partition is not None and dict(zip(keys, map(str, values))) != partition:
             continue
-        upgraded = 0
+        upgraded: list[LiveFile] = []  # moved to another level, not rewritten
         newer = max(f.entry.file.schema_id for f in files)
         if newer > store.table.table_schema.id:  # the schema changed since this round loaded the table
             log.info("compaction_deferred", table=store.name, schema_id=newer, reason="a newer schema: next round")
@@ -229,9 +229,10 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
         commit = _committing(store, messages, chosen, uncommitted)
         result.snapshots.append(commit() if commit_with is None else commit_with(commit))
         result.files_in += len(chosen)
-        result.files_out += sum(len(m.new_files) for m in messages) - upgraded
-        result.upgraded += upgraded
-        result.bytes_in += sum(f.size for f in chosen)
+        result.files_out += sum(len(m.new_files) for m in messages) - len(upgraded)
+        result.upgraded += len(upgraded)
+        moved = {f.name for f in upgraded}
+        result.bytes_in += sum(f.size for f in chosen if f.name not in moved)  # rewritten bytes (amplification)
     return result
 
 
@@ -250,7 +251,7 @@ def _committing(store: TableStore, messages: list, chosen: list[LiveFile], uncom
 def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[LiveFile], opts: MaintenanceOptions,
                   full: bool, worker: RewriteWorker):
     """One primary-key bucket's compaction, as Paimon's MergeTreeCompactTask does it: (commit
-    messages, the files they replace, how many of those were only moved to another level)."""
+    messages, the files they replace, those of them only moved to another level)."""
     runs = sorted_runs(files)
     max_level = max(opts.num_levels or opts.sorted_run_trigger + 1, max(f.level for f in files) + 1) - 1
     if rewriter.level0_unread and runs[0][0] == 0:
@@ -263,11 +264,11 @@ def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[
     else:
         unit = pick_runs(runs, opts, max_level)
     if unit is None:
-        return [], [], 0
+        return [], [], []
     level, chosen_runs = unit
     chosen = [f for _, run in chosen_runs for f in run]
     if len(chosen) == 1 and chosen[0].level == level:
-        return [], [], 0
+        return [], [], []
     # Deletes can go once nothing older lies below the output (Paimon's dropDelete), unless a later
     # row may sort below them (kv_files.keeps_deletes).
     drop_delete = level != 0 and level >= max(f.level for f in files) and not rewriter.keeps_deletes
@@ -304,4 +305,4 @@ def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[
     messages = [worker.merge(store, group, level, drop_delete, rewriter) for group in rewrites]
     messages += [store.moved(f, level) for f in upgrades]
     replaced = [f for group in rewrites for section in group for run in section for f in run] + upgrades
-    return messages, replaced, len(upgrades)
+    return messages, replaced, upgrades

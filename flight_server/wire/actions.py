@@ -647,7 +647,8 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "append table's small files, a primary-key table's sorted runs merged.",
            '`{"table", "partitions"?: [{"col": "value"}, ...], "partition"?: {"col": "value"}}` (admin; an '
            "unknown partition column is refused)",
-           '`{"snapshots": [N, ...], "files_in", "files_out", "bytes_in", "upgraded"}`: every small file of each '
+           '`{"snapshots": [N, ...], "files_in", "files_out", "bytes_in" (rewritten), "upgraded" (files only moved to '
+           'another level)}`: every small file of each '
            "bucket rewritten into one (append tables) or its runs merged (primary keys), one COMPACT snapshot per "
            "bucket"),
     Action(names.EXPIRE_SNAPSHOTS, ExpireSnapshotsBody, SnapshotsExpired, ADMIN, (names.TABLE,),
