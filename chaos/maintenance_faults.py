@@ -254,7 +254,7 @@ def _worker_killed(ctx: Context) -> Run:
     if found:
         raise wrong_error(found)
     held, lost, duplicated = named_batches_held(ctx.warehouse(), table, PRODUCERS, BATCHES)
-    return Run(detail=f"{len(held)} batches held; worker killed {kills}x; {state['compactions']} compactions",
+    return Run(detail=f"{len(held)} batches held; worker killed {kills}x; {state.compactions} compactions",
                lost=lost, duplicated=duplicated)
 
 

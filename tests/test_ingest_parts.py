@@ -92,11 +92,13 @@ def test_the_commit_gate_holds_its_slots_and_hands_each_freed_one_to_the_longest
             assert time.monotonic() < deadline, "a waiter never queued"
             time.sleep(0.001)
     assert order == [] and not entered.is_set(), "no slot was free"
-    gate.__exit__(None, None, None)
-    gate.__exit__(None, None, None)
+    gate.__exit__(None, None, None)  # one slot: each waiter hands it to the next as it leaves
     for t in threads:
         t.join(30)
     assert order == [0, 1, 2], "first come, first served"
     assert gate.waiting() == 0
+    gate.__exit__(None, None, None)
+    with gate, gate:  # both slots free again
+        assert gate.waiting() == 0
     with pytest.raises(ValueError, match="at least one slot"):
         CommitGate(0)
