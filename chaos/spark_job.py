@@ -39,7 +39,9 @@ def main() -> int:
     from spark_reader import register
 
     spark = (SparkSession.builder.master("local[2]").appName("chaos").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.python.authenticate.socketTimeout", "300s")  # Python workers start slowly under load
+             .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     kind, name = args.read.split(":", 1)

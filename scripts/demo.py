@@ -361,7 +361,9 @@ def start_spark():
     from spark_reader import register
 
     spark = (SparkSession.builder.master("local[2]").appName("flight-paimon-demo")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             # a Python worker may take longer than the 15 s default to connect back on a busy machine
+             .config("spark.python.authenticate.socketTimeout", "300s").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark

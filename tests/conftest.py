@@ -104,6 +104,7 @@ def spark():
         .appName("flight-paimon-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.authenticate.socketTimeout", "300s")  # Python workers start slowly under load
         .getOrCreate()
     )
     yield session

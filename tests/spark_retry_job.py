@@ -31,6 +31,7 @@ def main(uri: str, read_table: str, write_table: str) -> None:
     spark = (SparkSession.builder.master("local[2,2]").appName("flight-paimon-retry")
              .config("spark.ui.enabled", "false")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+             .config("spark.python.authenticate.socketTimeout", "300s")  # Python workers start slowly under load
              .getOrCreate())
     register(spark)
     out: dict = {}

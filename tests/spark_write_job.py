@@ -52,6 +52,7 @@ def main(uri: str, table: str, mode: str) -> None:
     spark = (SparkSession.builder.master("local[2,4]").appName("flight-paimon-write-job")
              .config("spark.ui.enabled", "false")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+             .config("spark.python.authenticate.socketTimeout", "300s")  # Python workers start slowly under load
              .getOrCreate())
     register(spark)
     out: dict = {}
