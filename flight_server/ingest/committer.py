@@ -165,7 +165,7 @@ class TableCommitter:
             before = self._queue.bytes + self._written_bytes
             self._queue.append(_Pending(stream, seq, self._order, batch, nbytes, batch.num_rows))
             stream.outstanding += 1
-            if self._takeable():
+            if self.takeable():
                 self._work.notify()  # one writer thread, once a chunk is queued
             if self.policy.crossed(before, nbytes):
                 self._cond.notify_all()  # the commit thread: a group starts, or is big enough to commit early
@@ -379,12 +379,6 @@ class TableCommitter:
     def closed(self) -> bool:
         return self._closed is not None
 
-    def takeable(self) -> bool:
-        return self._takeable()
-
-    def take(self) -> list[_Pending]:
-        return self._take()
-
     def wrote(self, chunk: list[_Pending], error: BaseException | None) -> None:
         """A writer thread wrote `chunk` (or failed to: `error`)."""
         self._written.extend(chunk)
@@ -407,12 +401,12 @@ class TableCommitter:
             builder = self._builder
         return builder.new_write()
 
-    def _takeable(self) -> bool:
+    def takeable(self) -> bool:
         """(Holding the lock.) Whether a writer should take from the queue now (BatchQueue.takeable),
         unless a seal is taking what is written or a write failed."""
         return not self._sealing and self._broken is None and self._queue.takeable(self._flush_to)
 
-    def _take(self) -> list[_Pending]:
+    def take(self) -> list[_Pending]:
         """The next batches off the queue for one write (BatchQueue.take)."""
         chunk = self._queue.take(self._flush_to)
         for p in chunk:
