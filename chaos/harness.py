@@ -124,6 +124,19 @@ class Context:
         self.procs.append(proc)
         return proc
 
+    def started(self, proc: subprocess.Popen, what: str, first: str = "sent") -> None:
+        """Wait for `proc`'s first stdout line, which must start with `first`; otherwise a wrong
+        error naming the line, the exit code and the end of stderr (the process is killed first if
+        it still runs, so reading its stderr cannot block)."""
+        line = proc.stdout.readline()
+        if line.startswith(first):
+            return
+        if proc.poll() is None:
+            self.kill(proc)
+        code = proc.wait(HANG_S)
+        raise wrong_error(f"{what} did not start: first line {line[:200]!r}, exit code {code}, "
+                          f"stderr {proc.stderr.read()[-300:]!r}")
+
     def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to a process of this run; a SIGKILL/SIGTERM'd process's death is not a crash."""
         if sig in (signal.SIGKILL, signal.SIGTERM):

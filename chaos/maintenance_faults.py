@@ -59,8 +59,7 @@ def _killed_while_maintaining(ctx: Context, keyed: bool = False) -> Run:
     named = [ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", f"p{i}", "--batches",
                         str(BATCHES), "--rows", str(ROWS), "--rate", "40") for i in range(PRODUCERS)]
     for proc in named:
-        if not proc.stdout.readline().startswith("sent"):
-            raise wrong_error(f"a producer did not start: {proc.stderr.read()[-300:]}")
+        ctx.started(proc, "a producer")
     ctx.sleep_random(0.3, 1.5)
     ctx.kill(server.proc)
     ctx.exited(server.proc, "the killed server")
@@ -222,8 +221,7 @@ def _worker_killed(ctx: Context) -> Run:
     named = [ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", f"p{i}", "--batches",
                         str(BATCHES), "--rows", str(ROWS), "--rate", "40") for i in range(PRODUCERS)]
     for proc in named:
-        if not proc.stdout.readline().startswith("sent"):
-            raise wrong_error(f"a producer did not start: {proc.stderr.read()[-300:]}")
+        ctx.started(proc, "a producer")
     kills = 0
     try:
         for _ in range(3):

@@ -77,8 +77,7 @@ def producer(ctx: Context, uri: str, table: str, *args: str, batches: int = BATC
 def reading_consumer(ctx: Context, uri: str, table: str):
     """A consumer process (10 ms per batch) that has read its first batch."""
     consumer = ctx.python("-m", "chaos.consumer", uri, table, "--pause", "0.01")
-    if consumer.stdout.readline().strip() != "reading":
-        raise wrong_error("the consumer process did not start reading")
+    ctx.started(consumer, "the consumer process", first="reading")
     return consumer
 
 
@@ -111,8 +110,7 @@ def _producer_fault(ctx: Context, fault: str) -> Run:
         proc = producer(ctx, uri, table, "--rate", "100", *extra, batches=batches)
         if fault in ("sigkill", "sigstop"):
             # Once it has attached: a table no producer ever attached to rightly waits for one.
-            if not proc.stdout.readline().startswith("sent"):
-                raise wrong_error(f"the producer did not start: {proc.stderr.read()[-300:]}")
+            ctx.started(proc, "the producer")
             ctx.fault(proc, fault, 0.0, 0.5)  # it sends for 0.4 s
         ctx.exited(proc, "the producer")
         drain.finished(ctx)

@@ -77,11 +77,9 @@ def _server_dies(ctx: Context, sig: int) -> Run:
     client.close()
     # Every stream is open and moving (28 processes take a few seconds to start on 2 cores) ...
     for proc in named + [p for p, _ in pushes]:
-        if not proc.stdout.readline().startswith("sent"):
-            raise wrong_error(f"a producer did not start: {proc.stderr.read()[-300:]}")
+        ctx.started(proc, "a producer")
     for _, consumer in pushes:
-        if consumer.stdout.readline().strip() != "reading":
-            raise wrong_error("a push consumer did not start reading")
+        ctx.started(consumer, "a push consumer", first="reading")
     ctx.sleep_random(0.2, 2.0)  # ... and mid-way
     ctx.kill(server.proc, sig)
     ctx.exited(server.proc, "the server", timeout=2 + HANG_S)

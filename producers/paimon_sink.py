@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import logging
 import queue
 import re
 import threading
@@ -31,7 +32,6 @@ from typing import NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
-import structlog
 import tenacity
 
 from flight_server.wire import messages, names
@@ -40,7 +40,7 @@ from flight_server.wire.schemas import loosened, schema_difference
 from flight_server.wire.values import is_int
 from producers.sink import Slotted, SinkError
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)  # a library: the application configures logging
 
 _CLOSE = object()
 T = TypeVar("T")
@@ -101,8 +101,8 @@ def retrying(what: str, timeout: float, attempt: Callable[[], T], cause: BaseExc
         raise SinkError(f"Could not {what} within {timeout} s: {error_message(e)}") from (cause or e)
 
     def logged(state: tenacity.RetryCallState) -> None:
-        log.debug("sink_call_retried", call=what, error=error_message(state.outcome.exception()),
-                  delay_s=state.upcoming_sleep)
+        log.debug("sink_call_retried call=%s error=%s delay_s=%.2f", what,
+                  error_message(state.outcome.exception()), state.upcoming_sleep)
 
     # No attempt starts past the deadline: stop before a sleep that would end after it.
     return tenacity.Retrying(
@@ -345,7 +345,7 @@ class PaimonSink(Slotted):
         for sent in resend:
             self._write(sent.seq, sent.batch)
         self.reconnects += 1
-        log.info("sink_reconnected", sink=self.label, last_seq=last, resent=len(resend))
+        log.info("sink_reconnected sink=%s last_seq=%s resent=%d", self.label, last, len(resend))
 
     def _drop_stream(self) -> None:
         """Let go of a broken stream (once); its own errors are the reason we are here."""
@@ -355,7 +355,7 @@ class PaimonSink(Slotted):
         try:
             writer.close()
         except (flight.FlightError, pa.ArrowException, OSError) as e:
-            log.debug("broken_stream_closed", sink=self.label, error=str(e).splitlines()[0] if str(e) else "")
+            log.debug("broken_stream_closed sink=%s error=%s", self.label, str(e).splitlines()[0] if str(e) else "")
         self._acker.join(5)
 
     # -- the threads ---------------------------------------------------------------------

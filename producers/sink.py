@@ -8,17 +8,17 @@ batch not taken, so a False never means "half sent".
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 
 import pyarrow as pa
 import pyarrow.flight as flight
-import structlog
 
 from flight_server.wire import messages, names
 from flight_server.wire.errors import error_message
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)  # a library: the application configures logging
 
 _CLOSE = object()
 _FAIL_WAIT_S = 1.0  # how long an in-band failure may wait behind a blocked write
@@ -155,12 +155,12 @@ class TableSink(Slotted):
             except flight.FlightError as e:
                 # e.g. a principal without the 'admin' grant `fail` needs: closing the writer below
                 # cancels the stream, and the server fails the partition as a broken stream.
-                log.warning("sink_fail_action_refused", sink=self.label, error=error_message(e))
+                log.warning("sink_fail_action_refused sink=%s error=%s", self.label, error_message(e))
             self._sender.join(5)
         try:
             self._writer.close()
         except flight.FlightError as e:
-            log.debug("sink_closed_after_fail", sink=self.label, error=str(e).splitlines()[0])
+            log.debug("sink_closed_after_fail sink=%s error=%s", self.label, str(e).splitlines()[0])
 
     def _batches(self, data) -> list[pa.RecordBatch]:
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]

@@ -11,9 +11,8 @@ held; latest: the next appended, the held ones freed unread; or '{"P": seq}'),
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
-
-import structlog
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
@@ -26,7 +25,7 @@ from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import EndpointPartition, SourceError, call, connect, partitions_of, read_partition
 from spark_reader.options import Options
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)  # runs inside Spark: Spark's application configures logging
 
 
 class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -97,7 +96,7 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.opts.fail_on_data_loss:
             raise SourceError(f"{self.opts.target}: {lost}, so this query cannot read them. Start a new "
                               "checkpoint, or set .option('failOnDataLoss', 'false') to go on from what is held.")
-        log.warning("push_stream_data_loss", table=self.opts.push, partition=p, detail=lost)
+        log.warning("push_stream_data_loss table=%s partition=%s detail=%s", self.opts.push, p, lost)
         return 0 if state is None else state.committed
 
     def prepareForTriggerAvailableNow(self) -> None:

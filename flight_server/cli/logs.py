@@ -14,22 +14,37 @@ def no_color() -> bool:
     return os.environ.get("NO_COLOR", "") != ""
 
 
+# The client libraries log through the standard library (a library leaves configuration to the
+# application): under an entry point their records are rendered as the server's are, at its level.
+CLIENT_LOGGERS = ("producers", "spark_reader")
+
+
 def configure(level: str = "info") -> None:
     """JSON lines when stderr is not a TTY, console lines (coloured unless NO_COLOR) when it is; all
-    on stderr."""
+    on stderr. Standard-library records (the client libraries', and other libraries' warnings) go
+    the same way."""
+    numeric = logging.getLevelName(level.upper())
     renderer = (
         structlog.dev.ConsoleRenderer(colors=not no_color()) if sys.stderr.isatty()
         else structlog.processors.JSONRenderer()
     )
+    stamped = [structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True)]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *stamped,
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        processor=renderer, foreign_pre_chain=[structlog.stdlib.add_logger_name, *stamped]))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(numeric, logging.WARNING))  # other libraries: their warnings and errors only
+    for name in CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(numeric)
