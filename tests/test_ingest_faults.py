@@ -131,13 +131,13 @@ def test_a_producer_killed_mid_stream_leaves_its_acked_batches_and_no_partial_on
 @pytest.mark.timeout(180)
 def test_a_producer_reconnecting_prints_only_its_own_lines_on_stdout(warehouse):
     """The client library logs through the standard library, so a producer whose stdout is data
-    (`resume`, `acked`, `done`) keeps it clean through a server kill, its retried calls and its
-    reconnect: nothing unconfigured lands on stdout."""
+    (`resume`, `acked`) keeps it clean through a server kill, its retried calls and its reconnect:
+    nothing unconfigured lands on stdout."""
     port = free_port()
     server = ServerProcess(warehouse, "--port", str(port))
     Client(server.uri, timeout=10).create_table("db.events", SCHEMA)
     argv = [sys.executable, "-m", "producers.examples.events", "db.events", "--uri", server.uri,
-            "--producer", "q1", "--batches", "40", "--rows", str(ROWS), "--rate", "10"]
+            "--producer", "q1", "--batches", "100000", "--rows", str(ROWS), "--rate", "20"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env(), cwd=ROOT)
     try:
@@ -148,15 +148,17 @@ def test_a_producer_reconnecting_prints_only_its_own_lines_on_stdout(warehouse):
         server.proc.send_signal(signal.SIGKILL)
         server.proc.wait(10)
         server = ServerProcess(warehouse, "--port", str(port))
-        out, err = proc.communicate(timeout=120)
+        before = client_state(server.uri, "q1")
+        # New batches land only once the producer has retried, reconnected and resent.
+        wait_for(lambda: client_state(server.uri, "q1") >= before + 3, "batches written after the restart",
+                 timeout=120)
+        proc.kill()
+        out, _ = proc.communicate(timeout=30)
     finally:
         proc.kill()
         server.stop()
     lines += out.splitlines(keepends=True)
-    assert proc.returncode == 0, err[-2000:]
-    assert lines[-1].startswith("done: the table holds batches 0..39 of q1"), lines[-1]
-    assert "0 reconnect(s)" not in lines[-1], "the producer did not see the kill"
-    foreign = [line for line in lines if not line.startswith(("resume ", "acked ", "done: "))]
+    foreign = [line for line in lines if not line.startswith(("resume ", "acked "))]
     assert foreign == [], f"stdout holds lines that are not the producer's: {foreign[:3]}"
 
 
