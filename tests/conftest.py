@@ -8,10 +8,15 @@ import threading
 import time
 
 import pytest
+from hypothesis import settings
 
 from tests.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
 from flight_server.server import FlightPaimonServer
 from producers import Client
+
+# Properties are checked by examples, not by their speed: no per-example deadline on a loaded machine.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 def wait_for(condition, what, timeout: float = 10):

@@ -78,7 +78,7 @@ def test_close_returns_after_the_last_ack_and_the_rows_are_there(client):
 
 
 def test_group_commit_puts_concurrent_producers_into_shared_snapshots(server, client):
-    client.create_table("db.t", SCHEMA)
+    client.create_table("db.t", SCHEMA, options={"write-only": "true"})  # every snapshot a group commit
     sinks = [client.paimon_sink("db.t", producer=f"p{i}") for i in range(4)]
     for b in range(5):
         for i, sink in enumerate(sinks):
@@ -194,14 +194,24 @@ def test_a_stream_the_server_cancels_is_resent_by_a_named_producer_and_an_error_
         running.stop()
 
 
-def test_named_producer_batches_must_carry_increasing_seqs(client):
-    client.create_table("db.t", SCHEMA)
-    desc = flight.FlightDescriptor.for_command(json.dumps(names.write_command("db.t", "p1")))
-    with pytest.raises(pa.ArrowInvalid, match=r"without its app_metadata \{\"seq\": N\}"):
-        put_raw(client, desc, [rows(0)])
-    with pytest.raises(pa.ArrowInvalid, match="seq 3 after 5"):
-        put_raw(client, desc, [rows(0), rows(1)], metadata=lambda i: messages.batch_seq([5, 3][i]))
-    assert client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"] is None
+def test_named_producer_batches_must_carry_increasing_seqs(warehouse):
+    from producers import Client
+    from tests.conftest import RunningServer
+
+    # A commit interval no run reaches: batch seq 5 cannot be committed (and acked: it is valid on
+    # its own) before seq 3 arrives, however slow the machine; the refused stream commits nothing.
+    running = RunningServer(warehouse, commit_interval_ms=600_000)
+    try:
+        client = Client(running.uri, timeout=30)
+        client.create_table("db.t", SCHEMA)
+        desc = flight.FlightDescriptor.for_command(json.dumps(names.write_command("db.t", "p1")))
+        with pytest.raises(pa.ArrowInvalid, match=r"without its app_metadata \{\"seq\": N\}"):
+            put_raw(client, desc, [rows(0)])
+        with pytest.raises(pa.ArrowInvalid, match="seq 3 after 5"):
+            put_raw(client, desc, [rows(0), rows(1)], metadata=lambda i: messages.batch_seq([5, 3][i]))
+        assert client.action(names.LATEST_SNAPSHOT, {"table": "db.t"})["snapshot_id"] is None
+    finally:
+        running.stop()
 
 
 def test_a_mismatched_schema_is_refused_naming_the_column_and_nothing_is_written(client):

