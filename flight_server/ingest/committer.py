@@ -558,14 +558,17 @@ class TableCommitter:
                 self._settle(p)
             self._cond.notify_all()
 
-    def _publish(self, messages: list, updates: dict[str, int]) -> int:
+    def _publish(self, messages: list, updates: dict[str, int], extra: dict[str, str] | None = None) -> int:
+        """Commit `messages` as one snapshot whose properties carry the producer map with `updates`
+        (and `extra`: a staged job's own properties); returns the snapshot."""
         if self._commit is None:
             self._commit = self._builder.new_commit()
             compat.merge_manifests_on_commit(self._commit)  # else every commit costs more than the last
             self._landed = compat.snapshots.landed_snapshots(self._commit)
         self.producers.refresh()  # other writers' commits since ours: their producer maps count too
         self._landed.clear()
-        self._commit.commit(messages, self._ident, snapshot_properties=self.producers.properties(updates))
+        properties = {**self.producers.properties(updates), **(extra or {})}
+        self._commit.commit(messages, self._ident, snapshot_properties=properties)
         # the snapshot pypaimon says it made (read back only if it said none)
         landed = self._landed.get(self._ident)
         return landed if landed is not None else compat.find_commit(self._table, self._builder.commit_user, self._ident)
