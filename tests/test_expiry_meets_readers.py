@@ -148,3 +148,31 @@ def test_a_follows_first_full_read_whose_files_expire_ends_not_found_naming_the_
     assert isinstance(follower.error, KeyError), repr(follower.error)  # NOT_FOUND, not INTERNAL
     assert "Snapshot 3" in str(follower.error) and "expired while it was read" in str(follower.error)
     follower.cancel()
+
+
+def test_a_follows_delta_of_a_snapshot_expired_between_finding_and_reading_it_is_not_found_naming_it(wh, client):
+    """The follow found snapshot 2 (`compat.snapshot`, as its loop does) and then, before it plans
+    and reads that snapshot's delta, the server's own compact and expire_snapshots remove it with
+    its manifests and files: the delta ends NOT_FOUND naming snapshot 2, as every other read does."""
+    from flight_server.paimon import compat, follow
+    from flight_server.wire.errors import NotFound
+    from flight_server.wire.requests import parse_command
+
+    t = table_with_snapshots(wh, 3)
+    table = wh.catalog.get_table(t)
+    scope = Scope(table, parse_command({"table": t, "follow": True, "start": "earliest"}))
+    planner = compat.new_delta_planner(scope.table, scope.predicate, None)
+    try:
+        identity = compat.table_identity(scope.table)
+        found = compat.snapshot(scope.table.snapshot_manager(), 2)
+        kept = list(follow.followed_delta(scope, planner, found, None, identity))  # while it is kept: its rows
+        assert sum(b.num_rows for b, _ in kept) == 10
+        assert client.compact(t).snapshots  # snapshot 4 replaces every file ...
+        expire_all_but_latest(client, t)  # ... and expiry deletes snapshots 1-3 with their files
+        assert not snapshot_exists(wh, t, 2)
+        with pytest.raises(NotFound) as e:
+            list(follow.followed_delta(scope, planner, found, None, identity))
+        assert "Snapshot 2" in str(e.value) and "expired while it was read" in str(e.value)
+        assert e.value.detail == {"table": t, "snapshot": 2}
+    finally:
+        compat.close_planner(planner)

@@ -104,6 +104,15 @@ def snapshot_delta(scope, planner, snapshot, buckets: set | None) -> Iterator:
     yield from scope.batches(splits, messages.snapshot_mark(snapshot.id))
 
 
+def followed_delta(scope, planner, snapshot, buckets: set | None, identity: str | None) -> Iterator:
+    """A follow's `snapshot_delta`: a table dropped under it ends NOT_FOUND saying so, a snapshot
+    expired between the follow finding it and reading its files NOT_FOUND naming it (as every
+    other read, `Scope.expired_named`); other errors pass unchanged."""
+    with scope.expired_named([snapshot.id]):  # outside: a dropped table is named as dropped, not expired
+        with _dropped_is_not_found(scope.table, scope.name, identity):
+            yield from snapshot_delta(scope, planner, snapshot, buckets)
+
+
 def check_identity(table, name: str, identity: str | None) -> None:
     """Raise unless the table is still the one a ticket was planned on."""
     now = compat.table_identity(table)
@@ -153,8 +162,7 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
             if snap is None:
                 _wait(poll_s, is_cancelled, stopping, req.table)
                 continue
-            with _dropped_is_not_found(table, req.table, identity):
-                yield from snapshot_delta(scope, planner, snap, buckets)
+            yield from followed_delta(scope, planner, snap, buckets, identity)
             yield no_rows, messages.done_mark(nxt)
             nxt += 1
             position.next = nxt
