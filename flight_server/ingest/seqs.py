@@ -28,6 +28,7 @@ import uuid
 import structlog
 
 from flight_server.paimon import compat
+from flight_server.wire.errors import StorageFailed
 
 log = structlog.get_logger(__name__)
 
@@ -35,6 +36,16 @@ PROPERTY = "flight-paimon.producer-seqs"
 RECORD_DIR = "flight-paimon/producers"
 RECORD_PREFIX = "seqs-"
 READ_ATTEMPTS = 20  # a record listed then deleted (subsumed by a newer one): list again
+
+
+class RecordsUnwritable(StorageFailed):
+    """The warehouse refused a producer record (permission denied, no space left). The acks rest
+    on the snapshots, so writes go on; only expiry waits: `covered` is the snapshot through which
+    the records already on disk give the whole map (what expiry may still remove)."""
+
+    def __init__(self, message: str, covered: int, **detail):
+        super().__init__(message, **detail)
+        self.covered = covered
 
 
 class ProducerSeqs:
@@ -50,6 +61,8 @@ class ProducerSeqs:
         self._snapshot_of: dict[str, int] = {}  # the snapshot that holds each producer's last seq
         self._recorded: dict[str, int] = {}  # what the records on disk hold
         self._record_files: set[str] = set()  # records read or written here: subsumed by our next one
+        self._covered = 0  # the snapshot through which the records on disk give the whole map
+        self._failing: str | None = None  # why the last record could not be written (logged once)
         self.seen: int | None = None
         self.latest: int | None = None  # the newest snapshot known here (committed here, or read)
         self._load()
@@ -113,7 +126,9 @@ class ProducerSeqs:
     def checkpoint(self) -> int:
         """Bring the record up to date with every snapshot to the latest (written only when the
         map holds more than the records do); returns the snapshot through which the records now
-        give the whole map: expiry may remove snapshots up to it and lose nothing."""
+        give the whole map: expiry may remove snapshots up to it and lose nothing.
+        RecordsUnwritable when the warehouse refuses the record (its `covered` still says how far
+        the records on disk go); the map itself is unharmed."""
         with self._walk:
             if not self.refresh():
                 return self.seen or 0  # no snapshot (dropped meanwhile): nothing to keep, no directory to make
@@ -123,10 +138,15 @@ class ProducerSeqs:
                 self._write_record()
             return self.seen or 0
 
+    @property
+    def name(self) -> str:
+        return compat.snapshots.table_name(self._table)
+
     def _load(self) -> None:
         """The records, then the maps of the snapshots after them (without records, as before
         there were any: the latest snapshot that carries a map, walking back past other writers'
         commits)."""
+        self._covered = 0  # until a valid record is merged (after a rollback the old ones are not)
         records = self._read_records()  # before the latest snapshot: none can cover one after it
         manager = self._table.snapshot_manager()
         latest = manager.get_latest_snapshot()
@@ -157,7 +177,10 @@ class ProducerSeqs:
             self._snapshot_of = {p: latest.id for p in self._seqs}
             beyond = self._seqs != self._recorded
         if beyond:  # the map lives only in snapshots: record it before anything can expire them
-            self._write_record()
+            try:
+                self._write_record()
+            except RecordsUnwritable:  # logged; the snapshots hold the map, and expiry waits for a record
+                pass
 
     def _valid_cover(self, records: list[dict], latest, manager) -> int | None:
         """The snapshot the newest record covers, or None when there is none or the table's history
@@ -195,6 +218,7 @@ class ProducerSeqs:
         for record in records:
             self._merge_seqs(record["seqs"], record["snapshot"])
             self._record_files.add(record["name"])
+            self._covered = max(self._covered, record["snapshot"])
             for producer, seq in record["seqs"].items():
                 if seq > self._recorded.get(producer, -1):
                     self._recorded[producer] = seq
@@ -237,13 +261,40 @@ class ProducerSeqs:
             seqs = dict(self._seqs)
         name = f"{RECORD_PREFIX}{sid:020d}-{uuid.uuid4().hex[:12]}.json"
         body = {"snapshot": sid, "snapshot_time_ms": snap.time_millis if snap is not None else 0, "seqs": seqs}
-        self._file_io.check_or_mkdirs(self._dir)
-        compat.write_whole(self._file_io, f"{self._dir}/{name}", json.dumps(body, sort_keys=True))
+        try:
+            compat.snapshots.make_dirs(self._file_io, self._dir)
+            compat.write_whole(self._file_io, f"{self._dir}/{name}", json.dumps(body, sort_keys=True))
+        except OSError as e:
+            raise self._unwritable(e, sid) from e
+        if self._failing is not None:
+            log.info("producer_record_written_again", table=self.name, dir=self._dir, snapshot=sid)
+            self._failing = None
+        kept = set()
         for old in self._record_files:
             try:
                 self._file_io.delete(f"{self._dir}/{old}", False)
             except FileNotFoundError:
                 pass  # another server's newer record subsumed it first
-        self._record_files = {name}
+            except OSError as e:  # subsumed all the same (a merge takes the highest seq): deleted next time
+                kept.add(old)
+                log.warning("producer_record_not_deleted", table=self.name, path=f"{self._dir}/{old}", error=str(e))
+        self._record_files = {name} | kept
         self._recorded = dict(seqs)
+        self._covered = max(self._covered, sid)
         log.debug("producer_record_written", dir=self._dir, snapshot=sid, producers=len(seqs))
+
+    def _unwritable(self, e: OSError, sid: int) -> RecordsUnwritable:
+        """The client's error for a record the warehouse refused (no path in it); the log has the
+        path and the OS's words, once per failure (and again when the reason changes)."""
+        reason = compat.snapshots.storage_failure(e) or "an I/O error"
+        if reason != self._failing:
+            log.warning("producer_record_failed", table=self.name, dir=self._dir, snapshot=sid, error=str(e),
+                        covered=self._covered, effect="writes go on; expiry keeps every snapshot after the "
+                        "records on disk until a record is written")
+            self._failing = reason
+        kept = f"every snapshot after {self._covered}" if self._covered else "every snapshot"
+        return RecordsUnwritable(
+            f"Paimon table {self.name!r}: the server cannot write its producer records ({reason}); fix the "
+            "warehouse's permissions or free space (the server log names the directory). Writes go on; "
+            f"snapshot expiry keeps {kept} until a record is written.",
+            covered=self._covered, table=self.name, reason=reason)

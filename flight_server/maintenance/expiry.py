@@ -48,6 +48,7 @@ class ExpireResult:
     first_kept: int | None = None
     files_deleted: int = 0
     consumers_removed: list[str] = field(default_factory=list)
+    held_by_records: bool = False  # the named producers' records kept snapshots the rest would expire
 
 
 def unsupported(opts: MaintenanceOptions) -> str | None:
@@ -64,7 +65,8 @@ def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max:
     """Expire what `opts` (or the given overrides, as the `expire_snapshots` action passes them) allow;
     at most `max_deletes` snapshots (Paimon's argument; unset: snapshot.expire.limit).
     `covered_through()` records what the snapshots say beside them (the named producers' seqs,
-    ingest/seqs.py) and returns the snapshot the record covers: nothing after it is expired."""
+    ingest/seqs.py) and returns the snapshot the record covers: nothing after it is expired
+    (`held_by_records` says whether that kept a snapshot the rest would have expired)."""
     reason = unsupported(opts)
     if reason is not None:
         raise InvalidRequest(f"expire_snapshots {store.name!r}: {reason}; run Paimon's own expire_snapshots "
@@ -95,7 +97,9 @@ def expire(store: TableStore, opts: MaintenanceOptions, now_ms: int, retain_max:
     if consumers:
         end = min(end, min(consumers.values()))
     if end > earliest and covered_through is not None:
-        end = min(end, covered_through() + 1)
+        covered = covered_through() + 1
+        result.held_by_records = covered < end
+        end = min(end, covered)
     result.first_kept = max(end, earliest)
     if end <= earliest:
         return result

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from flight_server.ingest.seqs import ProducerSeqs
+from flight_server.ingest.seqs import ProducerSeqs, RecordsUnwritable
 from flight_server.maintenance import compaction, expiry, kv_files, orphans
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import TableStore
@@ -186,7 +186,10 @@ class Maintainer:
         def both(store, opts):
             committer = self._committers(name)
             if committer is not None and committer.is_open:  # the seqs of the commits since the last round
-                committer.producers.checkpoint()
+                try:
+                    committer.producers.checkpoint()
+                except RecordsUnwritable:  # logged; acks rest on snapshots: expiry waits, the round goes on
+                    pass
             if not opts.enabled:
                 return {"more": False}
             deadline = time.monotonic() + ROUND_BUDGET_S
@@ -194,6 +197,7 @@ class Maintainer:
             compacts = not store.table.primary_keys or kv_files.unsupported(store.table) is None
             expires = expiry.unsupported(opts) is None  # changelogs kept apart: Paimon's own expiry
             failed = None  # a compaction that fails must not stop expiry: the error is raised after it
+            held = None  # nor must expiry held back by unwritable producer records stop compaction: reported last
             more = True  # until a turn finds nothing: out of time with work left, another round follows
             while more and time.monotonic() < deadline and not self._closed:  # in turn: neither starves the other
                 compacted = False
@@ -204,11 +208,16 @@ class Maintainer:
                         raise
                     except Exception as e:  # noqa: BLE001 - reported as the round's error below
                         failed = e
-                expired = expires and bool(self._expire(name, store, opts).expired)
+                expired = False
+                if expires:
+                    try:
+                        expired = bool(self._expire(name, store, opts).expired)
+                    except RecordsUnwritable as e:  # it expired what the records allow
+                        held, expires = e, False
                 more = compacted or expired
             if failed is not None:
                 raise failed
-            if more:
+            if more:  # a held expiry is reported by the round that finds no more work
                 return {"more": True}
             if settle and compacts:
                 state = self._state(name)
@@ -221,6 +230,8 @@ class Maintainer:
                     self._orphans(name, store, None)
                 except InvalidRequest as e:  # branches, or changelogs kept apart: left to Paimon's procedure
                     log.info("orphan_removal_skipped", table=name, reason=str(e))
+            if held is not None:
+                raise held
             return {"more": False}
 
         return self._step(name, both)["more"]
@@ -262,15 +273,35 @@ class Maintainer:
     def _expire(self, name: str, store: TableStore, opts: MaintenanceOptions, retain_max=None, retain_min=None,
                 older_than_ms=None, max_deletes=None) -> SnapshotsExpired:
         state = self._state(name)
+        unwritable: list[RecordsUnwritable] = []
+
+        def covered_through() -> int:
+            """Through which snapshot the producer records give the map; when the warehouse refuses a
+            new record, as far as the records on disk go (never a snapshot whose map none covers)."""
+            try:
+                return self._producers(name, store).checkpoint()
+            except RecordsUnwritable as e:
+                unwritable.append(e)
+                return e.covered
+
         with state.consumers:  # a consumer commit waits for the run (consumer_commit)
             done = expiry.expire(store, opts, int(self.clock() * 1000), retain_max, retain_min, older_than_ms,
-                                 covered_through=lambda: self._producers(name, store).checkpoint(),
-                                 max_deletes=max_deletes)
+                                 covered_through=covered_through, max_deletes=max_deletes)
         result = SnapshotsExpired(done.expired, done.first_kept, done.files_deleted, list(done.consumers_removed))
         state.files_deleted += done.files_deleted
         if done.expired:
             state.expiries += 1
             state.last_expiry = LastExpiry(int(self.clock() * 1000), result)
+        if unwritable and done.held_by_records:  # the step says why it stopped short (what it did, in the log)
+            reason = unwritable[0].detail.get("reason")
+            log.warning("expiry_held_by_producer_records", table=name, expired=done.expired,
+                        first_kept=done.first_kept, reason=reason)
+            raise RecordsUnwritable(
+                f"Snapshot expiry of Paimon table {name!r} stopped at snapshot {done.first_kept} ({done.expired} "
+                f"expired): the server cannot write its producer records ({reason}); fix the warehouse's "
+                "permissions or free space (the server log names the directory), then expire again. Writes go on.",
+                covered=unwritable[0].covered, table=name, reason=reason, expired=done.expired,
+                first_kept=done.first_kept)
         return result
 
     def _producers(self, name: str, store: TableStore) -> ProducerSeqs:

@@ -71,6 +71,13 @@ class CommitRaced(CommitFailed):
     code = "commit_raced"
 
 
+class StorageFailed(WrongState):
+    """The warehouse refused a write the server needs (permission denied, no space left): the
+    message names the table and what the operator must fix; never a server path (the log has it)."""
+
+    code = "storage_failed"
+
+
 class LimitExceeded(WrongState):
     """A server limit (--max-memory, --max-streams, --max-tables, --max-partitions, a partition's
     capacity_bytes) would be passed: RESOURCE_EXHAUSTED in spirit, UNKNOWN with this code on the
@@ -164,7 +171,7 @@ UNKNOWN = STATUSES[-1]
 
 # Every kind by its code: the server's own word on the kind, in extra_info or (get_schema) the detail.
 KINDS: dict[str, type[FlightPaimonError]] = {kind.code: kind for kind in (
-    NotFound, InvalidRequest, WrongState, PartitionFailed, CommitFailed, CommitRaced, LimitExceeded,
+    NotFound, InvalidRequest, WrongState, PartitionFailed, CommitFailed, CommitRaced, StorageFailed, LimitExceeded,
     Unauthenticated, PermissionDenied, Cancelled, Unavailable, Unimplemented, Internal, TimedOut)}
 
 

@@ -4,6 +4,8 @@ whole or not at all."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import uuid
 
@@ -152,8 +154,77 @@ def write_whole(file_io, path: str, content: str) -> None:
         return
     target = file_io._to_file(path)
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    temp.write_text(content)
-    os.replace(temp, target)
+    try:
+        temp.write_text(content)
+        os.replace(temp, target)
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk leaves the empty temporary file behind
+            temp.unlink(missing_ok=True)
+        raise
+
+
+def make_dirs(file_io, directory: str) -> None:
+    """Create `directory` (and its parents) unless it is one already; a file in its place is
+    NotADirectoryError, as the OS says it.
+
+    Read from pypaimon 2.1.0: `FileIO.check_or_mkdirs` raises ValueError for a file in the way."""
+    try:
+        file_io.check_or_mkdirs(directory)
+    except ValueError as e:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from e
+
+
+# What refused a write, by errno (a local warehouse), in the operator's words.
+_STORAGE_ERRNOS = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied: operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large for the file system",
+    errno.ENOTDIR: "a file stands where a directory should be",
+    errno.EEXIST: "a file stands where a directory should be",
+}
+# The same in the words of pyarrow's and pypaimon's object-store file systems, whose OSErrors
+# carry no errno.
+_STORAGE_WORDS = (
+    ("no space left", "no space left on device"),
+    ("quota", "disk quota exceeded"),
+    ("read-only file system", "read-only file system"),
+    ("access denied", "permission denied"),
+    ("accessdenied", "permission denied"),
+    ("permission denied", "permission denied"),
+    ("forbidden", "permission denied"),
+)
+
+
+def storage_failure(e: BaseException) -> str | None:
+    """Why the warehouse refused a write, in a few words without any path ("permission denied",
+    "no space left on device"); None when `e` is not a refusal by storage (a bug, say).
+
+    By errno where the error has one (LocalFileIO raises the OS's errors); else (the object-store
+    file systems, pyarrow's, whose OSErrors carry none) by its words.
+
+    Read from pypaimon 2.1.0: `LocalFileIO` writes through pathlib (the OS's OSError subclasses,
+    with their errno); `PyArrowFileIO` passes pyarrow's OSErrors on."""
+    if not isinstance(e, OSError):
+        return None
+    if isinstance(e, PermissionError) and e.errno not in _STORAGE_ERRNOS:
+        return "permission denied"
+    if e.errno in _STORAGE_ERRNOS:
+        return _STORAGE_ERRNOS[e.errno]
+    text = str(e).lower()
+    for words, reason in _STORAGE_WORDS:
+        if words in text:
+            return reason
+    return os.strerror(e.errno).lower() if e.errno else "an I/O error"
+
+
+def table_name(table) -> str:
+    """The table's `DB.TABLE` name.
+
+    Read from pypaimon 2.1.0: `FileStoreTable.identifier.get_full_name()`."""
+    return table.identifier.get_full_name()
 
 
 # -- tags -----------------------------------------------------------------------------------
