@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flight_server.auth import READ, Access
+from flight_server.auth import READ, WRITE, Access
 from flight_server.ingest.ingest import Ingest
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.table_stats import table_stats
@@ -150,7 +151,7 @@ def producer_state(ctx: ActionContext, body: wa.ProducerStateBody) -> wa.Produce
     return wa.ProducerState(**ctx.ingest.producer_state(name, producer))
 
 
-def commit_staged(ctx: ActionContext, body: wa.CommitStagedBody) -> wa.StagedCommit:
+def commit_staged(ctx: ActionContext, body: wa.CommitStagedBody, access: Access) -> wa.StagedCommit:
     what = "the body of action 'commit_staged'"
     name = table_name(body.table, what)
     stage = check_consumer_id(body.stage, what, names.STAGE)
@@ -163,14 +164,14 @@ def commit_staged(ctx: ActionContext, body: wa.CommitStagedBody) -> wa.StagedCom
     producer = None if body.producer is None else check_consumer_id(body.producer, what, names.PRODUCER)
     if (producer is None) != (body.seq is None) or (body.seq is not None and not is_int(body.seq, minimum=0)):
         raise InvalidRequest("Action 'commit_staged': 'producer' and 'seq' (an integer >= 0) go together.")
-    done = ctx.ingest.staging.commit(name, stage, attempts, producer, body.seq)
+    done = ctx.ingest.staging.commit(name, stage, attempts, producer, body.seq, access.name)
     return wa.StagedCommit(done.snapshot, done.rows, done.skipped)
 
 
-def abort_staged(ctx: ActionContext, body: wa.AbortStagedBody) -> wa.StagedAbort:
+def abort_staged(ctx: ActionContext, body: wa.AbortStagedBody, access: Access) -> wa.StagedAbort:
     what = "the body of action 'abort_staged'"
     name = table_name(body.table, what)
-    attempts, deleted = ctx.ingest.staging.abort(name, check_consumer_id(body.stage, what, names.STAGE))
+    attempts, deleted = ctx.ingest.staging.abort(name, check_consumer_id(body.stage, what, names.STAGE), access.name)
     return wa.StagedAbort(attempts, deleted)
 
 
@@ -317,6 +318,7 @@ HANDLERS: dict[str, Callable] = {
     names.DELETE_TAG: delete_tag,
 }
 assert set(HANDLERS) == set(wa.ACTIONS)
+BY_PRINCIPAL = {names.COMMIT_STAGED, names.ABORT_STAGED}  # handlers that act for the caller's principal (its stages)
 
 
 def log_fields(action: str, body: dict) -> dict:
@@ -343,7 +345,12 @@ def run(ctx: ActionContext, action: str, body: dict, access: Access) -> dict:
             if not isinstance(table, str):
                 raise InvalidRequest(f"Action {action!r}: {key!r} must be a table name (a string), got {table!r}.")
             access.require(spec.grant, table, f"table {table!r} (action {action!r})")
-    result = HANDLERS[action](ctx, spec.body.from_json(body, action))
-    if action == names.STATS and "name" not in body:
-        result = result.visible(lambda table: access.allows(READ, table))
+    body_of = spec.body.from_json(body, action)
+    result = HANDLERS[action](ctx, body_of, access) if action in BY_PRINCIPAL else HANDLERS[action](ctx, body_of)
+    if action == names.STATS:
+        if "name" not in body:
+            result = result.visible(lambda table: access.allows(READ, table))
+        # stage ids are what commit_staged and abort_staged take: only for who may write the table
+        result = dataclasses.replace(result, staged={t: stages for t, stages in result.staged.items()
+                                                     if access.allows(WRITE, t)})
     return result.to_json()

@@ -256,8 +256,13 @@ class FlightPaimonServer(flight.FlightServerBase):
                     call.add(batch, batch.get_total_buffer_size())
                 yield batch, metadata
 
-        self.ingest.put(target, reader.schema, chunks(), lambda ack: writer.write(pa.py_buffer(ack)),
-                        context.is_cancelled, call.fields)
+        def send_ack(ack: bytes) -> None:
+            writer.write(pa.py_buffer(ack))
+
+        if target.stage is not None:  # a job's attempt: its stage belongs to the caller's principal
+            self.ingest.staging.put(target, reader.schema, chunks(), send_ack, call.fields, call.access.name)
+            return
+        self.ingest.put(target, reader.schema, chunks(), send_ack, context.is_cancelled, call.fields)
 
     def do_get(self, context, ticket):
         with _call(self, "do_get", context, streaming=True) as call:

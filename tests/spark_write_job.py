@@ -5,6 +5,7 @@ for tests/test_spark_atomic_writes.py. Prints one JSON line with its result.
                                                                # retry yields its rows in reverse order
                                                                # (a job into each table, one session)
     python -m tests.spark_write_job URI TABLE block     # task 1 waits for ever: the test kills the driver
+    python -m tests.spark_write_job URI TABLE plain     # the rows as they are (the test kills the server)
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def block_task_one(batches):
     yield from batches
 
 
+def as_they_are(batches):
+    yield from batches
+
+
 def main(uri: str, table: str, mode: str) -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -61,7 +66,7 @@ def main(uri: str, table: str, mode: str) -> None:
             try:
                 src = spark.range(0, ROWS, numPartitions=PARTITIONS).selectExpr(
                     "concat('p', cast(id % 3 as string)) AS producer", "id DIV 1000 AS seq", "id")
-                fn = reorder_on_retry if mode == "reorder" else block_task_one
+                fn = {"reorder": reorder_on_retry, "block": block_task_one, "plain": as_they_are}[mode]
                 src.mapInArrow(fn, src.schema).write.format("flight-paimon").option("uri", uri) \
                     .option("table", name).mode("append").save()
                 out[name] = None

@@ -8,14 +8,17 @@ import collections
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 
 import pyarrow as pa
 import pytest
 
 from producers.examples.events import SCHEMA
 from tests.conftest import ROOT, child_env, wait_for
+from tests.process import ServerProcess
 from tests.spark_write_job import ROWS
 from tests.test_spark_ingest import held, table_rows
 
@@ -57,6 +60,121 @@ def test_a_task_retried_with_its_rows_in_another_order_writes_every_row_once(ser
     for table in ("db.w", "db.wk"):
         assert held(client, table) == collections.Counter((f"p{i % 3}", i) for i in range(ROWS)), table
         assert client.latest_snapshot(table).snapshot_id == 1, f"{table}: one job, one snapshot"
+
+
+class AnswerLosingProxy:
+    """A TCP proxy in front of a server (Spark's driver and executors connect through it): it
+    forwards both ways until the server sends something once `landed()` is true (the job's
+    snapshot file exists); that is dropped, the server SIGKILLed (`kill`) and its connections
+    cut, so the answer of the commit that landed is lost with the server, whatever the speed of
+    either. `point_to` sends new connections to the server started again."""
+
+    def __init__(self, upstream: str, landed, kill):
+        self._upstream, self._landed, self._kill = upstream, landed, kill
+        self._lock = threading.Lock()
+        self._generation = 0  # which server new connections go to
+        self.cut: set[int] = set()  # the generations whose server was killed: their answers are dropped
+        self.fired = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.uri = f"grpc://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, name="proxy", daemon=True).start()
+
+    def point_to(self, upstream: str) -> None:
+        with self._lock:
+            self._generation += 1
+            self._upstream = upstream
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            with self._lock:
+                generation, upstream = self._generation, self._upstream
+            host, port = upstream.rsplit("//", 1)[-1].rsplit(":", 1)
+            try:
+                server = socket.create_connection((host, int(port)), timeout=10)
+            except OSError:  # the server is down: the client sees UNAVAILABLE, as from the server itself
+                client.close()
+                continue
+            server.settimeout(None)
+            pair = (client, server)
+            threading.Thread(target=self._pump, args=(client, server, None, pair), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, generation, pair), daemon=True).start()
+
+    def _pump(self, source, sink, generation, pair) -> None:
+        """`generation` is set for what the server sends: it is dropped once the snapshot landed."""
+        try:
+            while data := source.recv(65536):
+                if generation is not None and self._lost(generation):
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in pair:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # closed by the other direction already
+                s.close()
+
+    def _lost(self, generation: int) -> bool:
+        with self._lock:
+            if generation not in self.cut and not self.fired.is_set() and self._landed():
+                self.cut.add(generation)
+                self._kill()
+                self.fired.set()
+            return generation in self.cut
+
+
+def test_a_job_whose_commit_answer_was_lost_with_the_server_reports_its_true_outcome(warehouse, tmp_path):
+    """The outside review's repro through Spark: the server SIGKILLed as the job's snapshot lands
+    and started again. The driver's commit failed (UNAVAILABLE), so Spark failed a job whose rows
+    were all in the table, and running it again doubled them. Now the driver asks again until the
+    server answers for certain: the restarted server finds the stage in its snapshot, and Spark
+    reports the job done, its rows in the table once, in one snapshot."""
+    first = ServerProcess(warehouse)
+    snapshot = os.path.join(warehouse, "db.db", "lost", "snapshot", "snapshot-1")
+    proxy = AnswerLosingProxy(first.uri, lambda: os.path.exists(snapshot), first.proc.kill)
+    second = None
+    try:
+        from producers import Client
+
+        setup = Client(first.uri, timeout=60)
+        setup.create_table("db.lost", SCHEMA, options={"write-only": "true"})  # one job, one snapshot
+        setup.close()
+        job = subprocess.Popen([sys.executable, "-m", "tests.spark_write_job", proxy.uri, "db.lost", "plain"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT,
+                               start_new_session=True)
+        try:
+            wait_for(lambda: proxy.fired.is_set() or job.poll() is not None, "the job's snapshot to land", timeout=240)
+            assert proxy.fired.is_set(), f"the job ended before its snapshot landed: {job.communicate()[1][-3000:]}"
+            first.proc.wait(30)
+            second = ServerProcess(warehouse)
+            proxy.point_to(second.uri)
+            out, err = job.communicate(timeout=240)
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.communicate(timeout=60)
+        assert job.returncode == 0, err[-3000:]
+        assert json.loads(out.strip().splitlines()[-1]) == {"db.lost": None}, "Spark did not report the job done"
+        check = Client(second.uri, timeout=60)
+        try:
+            assert held(check, "db.lost") == collections.Counter((f"p{i % 3}", i) for i in range(ROWS))
+            assert check.latest_snapshot("db.lost").snapshot_id == 1, "one job, one snapshot"
+        finally:
+            check.close()
+    finally:
+        proxy.close()
+        first.stop()
+        if second is not None:
+            second.stop()
 
 
 def test_a_driver_killed_before_its_commit_leaves_nothing(server, client, warehouse):

@@ -228,14 +228,15 @@ class TableCommitter:
         return chore.outcome()
 
     def commit_messages(self, messages: list, producer: str | None, seq: int | None,
-                        timeout: float = SETTLE_TIMEOUT_S) -> tuple[int | None, bool]:
+                        timeout: float = SETTLE_TIMEOUT_S, extra: dict[str, str] | None = None) -> tuple[int | None, bool]:
         """Commit files another writer prepared (a staged job's) as one snapshot of their own (see
         `_exclusive`); with `producer`, its `seq` goes in the same commit, and a seq the table
-        already holds commits nothing. Returns (the snapshot, whether it was skipped so)."""
-        return self._exclusive_chore(lambda: self._commit_prepared(messages, producer, seq), timeout)
+        already holds commits nothing; `extra`: the snapshot's own properties (the stage's id).
+        Returns (the snapshot, whether it was skipped so)."""
+        return self._exclusive_chore(lambda: self._commit_prepared(messages, producer, seq, extra), timeout)
 
     def commit_rows(self, batches, producer: str | None, seq: int | None,
-                    timeout: float = STAGED_ROWS_TIMEOUT_S) -> tuple[int | None, bool]:
+                    timeout: float = STAGED_ROWS_TIMEOUT_S, extra: dict[str, str] | None = None) -> tuple[int | None, bool]:
         """Write `batches()` with a writer of their own and commit them as one snapshot of their own
         (a staged job's rows, for a table whose one writer owns its keys' buckets); as
         `commit_messages` otherwise."""
@@ -259,7 +260,7 @@ class TableCommitter:
                     messages = writer.prepare_commit(self._ident + 1)
             finally:
                 close_quietly(writer, self.name)
-            return self._commit_prepared(messages, producer, seq)
+            return self._commit_prepared(messages, producer, seq, extra)
 
         return self._exclusive_chore(write_and_commit, timeout)
 
@@ -270,8 +271,10 @@ class TableCommitter:
         last = self.producers.last_seq(producer)
         return last is not None and seq <= last
 
-    def _commit_prepared(self, messages: list, producer: str | None, seq: int | None) -> tuple[int | None, bool]:
-        """(The commit thread, writers paused.) `messages` as one snapshot with the producer's seq."""
+    def _commit_prepared(self, messages: list, producer: str | None, seq: int | None,
+                         extra: dict[str, str] | None = None) -> tuple[int | None, bool]:
+        """(The commit thread, writers paused.) `messages` as one snapshot with the producer's seq
+        and the `extra` properties."""
         self._check_open()  # a table dropped meanwhile: never commit into its deleted directory
         if self._already(producer, seq):
             return self.producers.snapshot_of(producer), True
@@ -284,7 +287,7 @@ class TableCommitter:
             self._ident += 1
         start = time.perf_counter()
         try:
-            snapshot = self._publish(messages, updates)
+            snapshot = self._publish(messages, updates, extra=extra)
         except BaseException:
             commit, self._commit = self._commit, None  # its state is unknown: the next commit makes a new one
             close_quietly(commit, self.name)

@@ -515,10 +515,12 @@ class MaintenanceStats(Message):
 
 @dataclass(frozen=True)
 class StagedStats(Message):
-    """One stage's attempts staged on this server and not yet committed or discarded."""
+    """One stage's attempts staged on this server and not yet committed or discarded; `committing`
+    while its commit_staged runs."""
 
     attempts: int
     rows: int
+    committing: bool = False
 
 
 @dataclass(frozen=True)
@@ -607,7 +609,8 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            '`{"name"?}` (a push table; unset: all) or `{"table"}` (a Paimon table)',
            '`{"push": {NAME: {"schema", "capacity", "capacity_bytes", "end_marker", "idle_timeout_s", '
            '"partitions": {"P": {...}}}}, "paimon_writes": {"DB.TABLE": {...}}, "maintenance": {"DB.TABLE": {...}}, '
-           '"staged": {"DB.TABLE": {"STAGE": {"attempts", "rows"}}}}`; with "table", `"paimon": {"DB.TABLE": '
+           '"staged": {"DB.TABLE": {"STAGE": {"attempts", "rows", "committing"}}}}` (stages only of tables the '
+           'caller may write); with "table", `"paimon": {"DB.TABLE": '
            '{"table", "primary_keys", "partition_keys", "snapshots", "earliest_snapshot", "latest_snapshot", '
            '"latest_commit_ms", "latest_commit_kind", "records", "data_files", "data_bytes", "partitions", '
            '"buckets", "tags": {TAG: N}, "consumers": {ID: NEXT}}}` in place of "push"'),
@@ -669,13 +672,18 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            'before then; with dry_run also `"would_delete": [PATH, ...], "would_delete_bytes"` (deleted 0)'),
     Action(names.COMMIT_STAGED, CommitStagedBody, StagedCommit, WRITE, (names.TABLE,),
            "Commit the files a job's attempts staged (do_put with {\"write\", \"stage\", \"attempt\"}) as one "
-           "snapshot; the stage's other attempts are discarded. With producer and seq it is exactly-once.",
+           "snapshot; the stage's other attempts are discarded. With producer and seq it is exactly-once. Its "
+           "snapshot carries the property flight-paimon.stage, so a retry (the same attempts in any order, after "
+           "a restart too) answers that snapshot; only the principal that staged the stage may commit it.",
            '`{"table", "stage", "attempts": ["A", ...], "producer"?, "seq"?}`',
            '`{"snapshot": N or null, "rows", "skipped"}` (`skipped`: the producer\'s seq was committed before, '
-           "nothing was added)"),
+           "nothing was added); a retry of a commit that landed answers the same, also after a restart"),
     Action(names.ABORT_STAGED, AbortStagedBody, StagedAbort, WRITE, (names.TABLE,),
-           "Discard everything a job's attempts staged (their files are deleted; nothing was committed).",
-           '`{"table", "stage"}`', '`{"attempts", "files_deleted"}`'),
+           "Discard everything a job's attempts staged (their files are deleted; nothing was committed). During "
+           "the stage's commit it waits for it; a stage committed is refused, naming its snapshot. Only the "
+           "principal that staged the stage may abort it.",
+           '`{"table", "stage"}`', '`{"attempts", "files_deleted"}` (a stage committed is refused, naming its '
+           "snapshot)"),
     Action(names.CREATE_TAG, CreateTagBody, TagCreated, ADMIN, (names.TABLE,),
            "Tag a Paimon snapshot (the latest unless snapshot is given), as Paimon's create_tag procedure: the "
            "tag keeps the snapshot's files from expiry and is read with scan.tag-name.",

@@ -78,6 +78,14 @@ class StorageFailed(WrongState):
     code = "storage_failed"
 
 
+class OutcomeUnknown(WrongState):
+    """A staged job's commit whose outcome this server cannot tell (it no longer holds the stage,
+    and the table's snapshots since the job began are not all kept): look for the stage in the
+    snapshots' properties before running the job again."""
+
+    code = "outcome_unknown"
+
+
 class LimitExceeded(WrongState):
     """A server limit (--max-memory, --max-streams, --max-tables, --max-partitions, a partition's
     capacity_bytes) would be passed: RESOURCE_EXHAUSTED in spirit, UNKNOWN with this code on the
@@ -171,8 +179,8 @@ UNKNOWN = STATUSES[-1]
 
 # Every kind by its code: the server's own word on the kind, in extra_info or (get_schema) the detail.
 KINDS: dict[str, type[FlightPaimonError]] = {kind.code: kind for kind in (
-    NotFound, InvalidRequest, WrongState, PartitionFailed, CommitFailed, CommitRaced, StorageFailed, LimitExceeded,
-    Unauthenticated, PermissionDenied, Cancelled, Unavailable, Unimplemented, Internal, TimedOut)}
+    NotFound, InvalidRequest, WrongState, PartitionFailed, CommitFailed, CommitRaced, StorageFailed, OutcomeUnknown,
+    LimitExceeded, Unauthenticated, PermissionDenied, Cancelled, Unavailable, Unimplemented, Internal, TimedOut)}
 
 
 def status_of(error: FlightPaimonError) -> Status:

@@ -75,6 +75,13 @@ def stage_command(table: str, stage: str, attempt: str) -> dict:
     return {WRITE: table, STAGE: stage, ATTEMPT: attempt}
 
 
+def job_stage(started_ms: int, nonce: str) -> str:
+    """A batch job's stage id that says when the job began: `t<epoch ms>-<nonce>`. A server that no
+    longer holds the stage (it restarted) looks for it in the table's snapshots since then, and
+    when all of them are kept, its absence proves the job committed nothing (docs/protocol.md)."""
+    return f"t{started_ms}-{nonce}"
+
+
 def view_command(name: str, start: str = "latest", partition: int | None = None) -> dict:
     """A viewer of a push table (or one partition): what passes from `start`, never consuming it."""
     cmd = {PUSH: name, VIEW: start}

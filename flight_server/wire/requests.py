@@ -30,6 +30,7 @@ DEFAULT_POLL_MS = 1000
 _KEYS = names.PAIMON_KEYS
 _FOLLOW_ONLY = (names.START, names.CONSUMER_ID, names.POLL_INTERVAL_MS)
 _CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_JOB_STAGE = re.compile(r"^t([0-9]{10,16})-")  # names.job_stage
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 MAX_NAME_BYTES = 200  # a database's directory is NAME.db, a table's NAME: under a file system's 255 bytes
 _PIN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -211,6 +212,12 @@ def check_consumer_id(value, what: str, key: str = names.CONSUMER_ID) -> str:
         raise InvalidRequest(
             f"{what}: {key!r} {value!r} must be 1-128 characters of letters, digits, '_', '.', '-' (not only dots).")
     return value
+
+
+def stage_started_ms(stage: str) -> int | None:
+    """When the job of stage id `stage` began (epoch ms), if the id says so (`names.job_stage`)."""
+    match = _JOB_STAGE.match(stage)
+    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)
