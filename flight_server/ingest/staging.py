@@ -177,8 +177,9 @@ def attempts_digest(attempts) -> str:
 
 def _owned(name: str, stage_id: str, owner: str | None, principal: str | None, verb: str) -> None:
     """A stage is committed or aborted only by the principal that staged it (as tickets are read
-    only by the one that planned them); without --auth there are no principals."""
-    if principal is not None and owner != principal:
+    only by the one that planned them); without --auth there are no principals, and a snapshot
+    committed without one names none."""
+    if principal is not None and owner is not None and owner != principal:
         raise PermissionDenied(f"Principal {principal!r} may not {verb} stage {stage_id!r} of Paimon table {name!r}: "
                                "another principal staged it; only the principal that staged a stage may "
                                f"{verb} it.", table=name)
