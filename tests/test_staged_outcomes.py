@@ -152,7 +152,7 @@ def test_an_abort_or_a_retry_during_the_commit_waits_for_it_and_names_its_snapsh
 
     holder = threading.Thread(target=committer.between_commits, args=(hold_the_committer, 180), daemon=True)
     holder.start()
-    held.wait(60)
+    assert held.wait(60), "the committer was not held"
     answers: dict = {}
 
     def ask(key, fn, *args):
