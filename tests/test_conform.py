@@ -70,3 +70,33 @@ def test_any_batch_conformed_holds_the_same_values_in_the_tables_types(rows):
     ids, names = [r[0] for r in rows], [r[1] for r in rows]
     out = Conformer(TABLE, STREAM, "db.t")(_batch(STREAM, ids, names), 0)
     assert out.schema.equals(TABLE) and out.to_pydict() == _batch(TABLE, ids, names).to_pydict()
+
+
+KINDS = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("op", pa.string())])
+
+
+def test_row_kinds_are_checked_after_the_cast_naming_the_first_bad_row_of_a_sliced_batch():
+    conform = Conformer(KINDS, KINDS.set(1, pa.field("op", pa.large_string())), "db.t", row_kind="op", then="so on")
+    ops = ["+I", "-U", "+U", "-D", "+I", "bad", None]
+    whole = pa.RecordBatch.from_pydict({"id": list(range(7)), "op": pa.array(ops, pa.large_string())})
+    assert conform(whole.slice(0, 5), 0).column(1).to_pylist() == ops[:5]
+    assert conform(whole.slice(0, 0), 1).num_rows == 0
+    with pytest.raises(InvalidRequest, match=r"^Batch 2 of the stream into db.t has row kind 'bad' at row 1 in column "
+                                             r"'op' \(the table's rowkind.field\), which takes only \+I, -U, \+U, -D; "
+                                             r"nothing of that batch was written and so on.$"):
+        conform(whole.slice(4), 2)
+    with pytest.raises(InvalidRequest, match=r"Batch 3 .* has a null row kind at row 0 in column 'op'"):
+        conform(whole.slice(6), 3)
+
+
+def test_a_long_bad_row_kind_is_cut_in_the_message():
+    conform = Conformer(KINDS, KINDS, "db.t", row_kind="op")
+    with pytest.raises(InvalidRequest, match=r"row kind '" + "y" * 40 + r"' at row 0"):
+        conform(pa.RecordBatch.from_pydict({"id": [1], "op": ["y" * 1000]}, schema=KINDS), 0)
+
+
+@pytest.mark.parametrize("field", ["id", "nope"])
+def test_a_rowkind_field_that_is_no_string_column_is_refused_before_any_batch(field):
+    with pytest.raises(InvalidRequest, match=f"The option rowkind.field of db.t names '{field}', which is not a "
+                                             "string column of the table"):
+        Conformer(KINDS, KINDS, "db.t", row_kind=field)

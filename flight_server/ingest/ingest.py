@@ -2,8 +2,10 @@
 
 A stream's clean end is its end marker `{"end": N}`, as for push tables; then `put` returns
 only after every batch of the stream is acked (committed). A half-close without the marker, an
-in-band `{"error"}`, a refused batch or a broken stream discard the stream's queued batches
-(acked ones stay committed; ones already in a commit in flight are committed whole).
+in-band `{"error"}` or a broken stream discard the stream's queued batches (acked ones stay
+committed; ones already in a commit in flight are committed whole). A batch refused for its
+content (a null in a NOT NULL column, a row kind Paimon has not) never joins a group commit: the
+stream's earlier batches are committed and acked, then the stream ends with the refusal.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
 
 DEFAULT_COMMIT_INTERVAL_MS = 100
 DEFAULT_COMMIT_BYTES = 64 << 20
+EARLIER_COMMITTED = "the stream's earlier batches are committed and acked before this error"
 __all__ = ["DEFAULT_COMMIT_BYTES", "DEFAULT_COMMIT_INTERVAL_MS", "DEFAULT_WRITERS", "Ingest"]
 
 
@@ -132,7 +135,8 @@ class Ingest:
             self.staging.put(target, schema, chunks, send_ack, fields)
             return
         committer = self.committer(target.table)
-        conform = Conformer(compat.arrow_schema(committer.table), schema, target.label)
+        conform = Conformer(compat.arrow_schema(committer.table), schema, target.label,
+                            row_kind=compat.row_kind_field(committer.table), then=EARLIER_COMMITTED)
         stream = committer.open(target.label, target.producer)
         acker = threading.Thread(target=_send_acks, args=(stream, send_ack), name="acks", daemon=True)
         acker.start()
@@ -165,7 +169,12 @@ def _pump(committer: TableCommitter, stream: WriteStream, conform: Conformer, ch
         for event in producer_stream.read(chunks, named=stream.producer is not None):
             if isinstance(event, producer_stream.Batch):
                 seq = event.index if event.seq is None else event.seq
-                committer.submit(stream, conform(event.data, event.index), seq, cancelled)
+                try:
+                    batch = conform(event.data, event.index)
+                except InvalidRequest:  # this producer's content: its earlier batches land, no one else's fail
+                    committer.finish(stream, cancelled)
+                    raise
+                committer.submit(stream, batch, seq, cancelled)
             elif isinstance(event, producer_stream.ProducerFailed):
                 fields["producer_error"] = event.error
                 fields["discarded"] = committer.discard(stream)

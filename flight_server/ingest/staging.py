@@ -204,7 +204,8 @@ class Staging:
         belongs to `principal`, the one that staged its first attempt."""
         self._discard_idle()
         table = self._table(target.table)
-        conform = Conformer(compat.arrow_schema(table), schema, target.label)
+        conform = Conformer(compat.arrow_schema(table), schema, target.label, row_kind=compat.row_kind_field(table),
+                            then="nothing of the attempt was staged")
         with self._lock:
             self._check_stageable(target, principal)
         if table.primary_keys:  # rows wait for the commit, written then by the table's own writer (see above)

@@ -28,7 +28,8 @@ from __future__ import annotations
 from flight_server.paimon.compat import catalog, commit, manifests, merge_tree, reads, snapshots
 from flight_server.paimon.compat.catalog import (
     ALREADY_EXISTS, COMPACTION_CHANGELOG, NOT_FOUND_ERRORS, arrow_schema, catalog_options, compaction_changelog_producer,
-    create_catalog, create_table, fixed_buckets, list_tables, native_write_table, shares_buckets, table_identity,
+    create_catalog, create_table, fixed_buckets, list_tables, native_write_table, row_kind_field, shares_buckets,
+    table_identity,
 )
 from flight_server.paimon.compat.commit import (
     COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, mark_compacted,
@@ -59,7 +60,7 @@ __all__ = [
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
     "compaction_changelog_producer", "create_catalog", "create_table", "fixed_buckets", "list_tables",
-    "native_write_table", "shares_buckets", "table_identity",
+    "native_write_table", "row_kind_field", "shares_buckets", "table_identity",
     # snapshots, tags, consumers
     "CONSUMER_PREFIX", "RECENT_SNAPSHOTS", "consumers", "create_tag", "delete_tag", "earliest_snapshot_id",
     "find_commit", "is_data_commit", "latest_snapshot_id", "list_names", "listed_snapshot_ids", "read_consumer",

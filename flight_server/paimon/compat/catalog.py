@@ -68,6 +68,17 @@ def fixed_buckets(table) -> int | None:
     return n if n and n > 0 else None
 
 
+def row_kind_field(table) -> str | None:
+    """The column a primary-key table takes each row's kind from (`rowkind.field`), else None
+    (an append table's writer ignores the option).
+
+    Read from pypaimon 2.1.0: `table.options.options.to_map()` (CoreOptions over Options) and
+    `table.primary_keys`; pypaimon.write.row_kind reads the option the same way."""
+    if not table.primary_keys:
+        return None
+    return table.options.options.to_map().get("rowkind.field") or None
+
+
 COMPACTION_CHANGELOG = ("lookup", "full-compaction")  # changelog-producers whose changelog compaction writes
 
 
