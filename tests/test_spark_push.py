@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -119,8 +120,8 @@ def test_stream_of_push_table_restarted_from_checkpoint_sees_every_row_once(fp, 
 
 @pytest.mark.timeout(180)
 def test_dataframe_write_reaches_a_do_get_reader(fp, server, client):
-    # Four tasks over two partitions: each partition gets two writer streams before EOF.
-    client.register("from_spark", SCHEMA, capacity=4, partitions=2, writers=2)
+    # Four tasks over two partitions, two each: the job is one writer of each, ended by its commit.
+    client.register("from_spark", SCHEMA, capacity=4, partitions=2)
     got: dict[int, list[int]] = {0: [], 1: []}
     info = client.info("from_spark")
 
@@ -138,6 +139,73 @@ def test_dataframe_write_reaches_a_do_get_reader(fp, server, client):
     assert not any(t.is_alive() for t in readers), "the readers did not reach EOF"
     assert sorted(got[0] + got[1]) == list(range(20_000))
     assert got[0] and got[1]
+    assert [p.state for _, p in sorted(client.stats("from_spark").push["from_spark"].partitions.items())] == ["eof"] * 2
+
+
+def _stats_of(client, name: str, partition: int = 0):
+    return client.stats(name).push[name].partitions[str(partition)]
+
+
+def _read_fails(client, name: str, partitions: int) -> list[str]:
+    """Each partition read by a plain Flight reader: the error each ended with (a clean read fails the test)."""
+    errors = []
+    for p in range(partitions):
+        endpoint = client.replay_info(name, p, 0, None).endpoints[0]  # from batch 0 to the end, as Spark reads
+        with pytest.raises(Exception) as failed:  # noqa: PT011 - the partition's error, whatever its class
+            rows = sum(b.num_rows for b in client.read_endpoint(endpoint, timeout=60))
+            pytest.fail(f"partition {p} ended cleanly with {rows} rows: a short clean read")
+        errors.append(str(failed.value))
+    return errors
+
+
+@pytest.mark.timeout(300)
+def test_a_job_of_several_tasks_into_a_one_writer_push_table_ends_it_once_with_every_row(fp, server, client):
+    # spark_reader/README's df.write under local[2] into a table registered with defaults: both
+    # tasks write partition 0; neither ends it, the driver's commit does.
+    client.register("few", SCHEMA, capacity=16)
+    df = fp.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id long, name string").repartition(2)
+    df.write.format("flight-paimon").option("uri", server.uri).option("push", "few").mode("append").save()
+    assert _stats_of(client, "few").state == "eof" and _stats_of(client, "few").rows_in == 3
+    got = read_push(fp, server.uri, "few").collect()
+    assert sorted(r.id for r in got) == [1, 2, 3]
+
+
+def _boom(i):
+    if i == 7:
+        raise ValueError("row 7 is poisoned")
+    return f"r{i}"
+
+
+@pytest.mark.timeout(300)
+def test_a_failed_job_fails_the_partitions_it_wrote_and_readers_get_the_error_never_a_short_clean_end(
+        fp, server, client):
+    from pyspark.sql.functions import udf
+
+    client.register("half", SCHEMA, capacity=64, partitions=2)
+    poisoned = udf(_boom, "string")
+    # Four tasks (ids 0-3, 4-7, 8-11, 12-15); the one holding 7 fails, the others push their rows.
+    df = fp.range(0, 16, numPartitions=4).select("id", poisoned("id").alias("name"))
+    with pytest.raises(Exception, match="row 7 is poisoned"):
+        df.write.format("flight-paimon").option("uri", server.uri).option("push", "half").mode("append").save()
+    for p in (0, 1):
+        stats = _stats_of(client, "half", p)
+        assert stats.state == "failed", (p, stats)
+    failed = r"partition \d failed: .*Spark (task|job writing it) failed"  # a task's failure in-band, or the abort
+    for error in _read_fails(client, "half", 2):
+        assert re.search(failed, error), error
+    with pytest.raises(Exception, match=failed):
+        read_push(fp, server.uri, "half").collect()
+
+
+@pytest.mark.timeout(300)
+def test_a_second_job_into_an_ended_push_table_is_refused_naming_writers_and_leaves_the_first_jobs_end(
+        fp, server, client):
+    client.register("once", SCHEMA, capacity=16)
+    df = fp.createDataFrame([(1, "a"), (2, "b")], "id long, name string")
+    df.write.format("flight-paimon").option("uri", server.uri).option("push", "once").mode("append").save()
+    with pytest.raises(Exception, match="is closed"):
+        df.write.format("flight-paimon").option("uri", server.uri).option("push", "once").mode("append").save()
+    assert _stats_of(client, "once").state == "eof" and _stats_of(client, "once").rows_in == 2
 
 
 @pytest.mark.timeout(180)
@@ -182,3 +250,36 @@ def test_available_now_stream_of_push_table_reads_what_was_pushed_and_stops(fp, 
     for t in [produce(server.uri, "backlog", p, p * 100_000 + 200, 5, 10) for p in (0, 1)]:
         t.join(30)
     assert run_available_now() == [p * 100_000 + 200 + i for p in (0, 1) for i in range(50)]
+
+
+@pytest.mark.timeout(300)
+def test_a_job_refused_in_one_partition_fails_the_other_it_wrote_by_its_abort(fp, server, client):
+    client.register("split", SCHEMA, capacity=16, partitions=2)
+    client.fail("split", "sensor 7 unplugged", partition=0)  # task 0's partition refuses it
+    df = fp.createDataFrame([(i, f"r{i}") for i in range(6)], "id long, name string").repartition(2)
+    with pytest.raises(Exception, match="sensor 7 unplugged"):
+        df.write.format("flight-paimon").option("uri", server.uri).option("push", "split").mode("append").save()
+    stats = _stats_of(client, "split", 1)
+    assert stats.state == "failed", stats
+    [error] = _read_fails(client, "split", 2)[1:]
+    assert re.search(r"partition 1 failed: .*Spark (task|job writing it) failed", error), error
+
+
+@pytest.mark.timeout(300)
+def test_a_job_whose_commit_finds_no_writer_slot_names_writers_and_fails_the_partition(fp, server, client):
+    client.register("held", SCHEMA, capacity=16)
+    other = Client(server.uri, timeout=30)
+    sink = other.sink("held", 0)  # another producer's writer stream holds the table's one slot
+    sink.write(batch(100, 2))
+    wait_for(lambda: _stats_of(client, "held").writers_attached == 1, "the other producer's stream to attach")
+    try:
+        df = fp.createDataFrame([(1, "a"), (2, "b")], "id long, name string")
+        with pytest.raises(Exception, match=r"register the table with writers=N, N >= the jobs"):
+            df.write.format("flight-paimon").option("uri", server.uri).option("push", "held").mode("append").save()
+        assert _stats_of(client, "held").state == "failed"
+    finally:
+        try:
+            sink.close()
+        except Exception:  # noqa: BLE001 - the partition failed under it, as asserted
+            pass
+        other.close()
