@@ -13,7 +13,7 @@ from flight_server.ingest.ingest import Ingest
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.table_stats import table_stats
 from flight_server.paimon import compat
-from flight_server.wire.errors import InvalidRequest, NotFound
+from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
 from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon.warehouse import PaimonSource
 from flight_server.push.registry import PushRegistry
@@ -62,9 +62,12 @@ def drop(ctx: ActionContext, body: wa.DropBody) -> wa.Empty:
     ctx.paimon.table(name)  # NOT_FOUND, naming the table, when there is none
     ctx.ingest.drop(name, f"Paimon table {name!r} was dropped")
     try:
-        ctx.paimon.catalog().drop_table(name)
+        dropped = compat.drop_table(ctx.paimon.catalog(), name)
     except compat.NOT_FOUND_ERRORS:
         raise NotFound(f"Paimon table {name!r} does not exist; list_flights names the tables.", table=name) from None
+    if not dropped:
+        raise WrongState(f"Paimon table {name!r} was not wholly dropped: another server or job kept writing files into "
+                         "it while its files were deleted. Stop its writers, then drop it again.", table=name)
     for forget in ctx.on_drop:
         forget(name)
     return wa.Empty()

@@ -34,6 +34,8 @@ COMPAT = ROOT / "flight_server" / "paimon" / "compat"
 # objects below; these are the callables and class attributes.
 PRIVATE_CALLABLES = {
     "_try_commit": ("pypaimon.write.file_store_commit", "FileStoreCommit"),
+    "_try_commit_once": ("pypaimon.write.file_store_commit", "FileStoreCommit"),
+    "_is_duplicate_commit": ("pypaimon.write.file_store_commit", "FileStoreCommit"),
     "_collect_manifest_entries": ("pypaimon.write.file_store_commit", "FileStoreCommit"),
     "_create_follow_up_plan": ("pypaimon.read.streaming_table_scan", "AsyncStreamingTableScan"),
     "_consumer_path": ("pypaimon.consumer.consumer_manager", "ConsumerManager"),
@@ -57,6 +59,11 @@ SIGNATURES = {
     ("pypaimon.write.file_store_commit", "FileStoreCommit._try_commit"):
         (["self"], ["commit_kind", "commit_identifier", "commit_entries_plan", "detect_conflicts"]),
     ("pypaimon.write.file_store_commit", "FileStoreCommit._collect_manifest_entries"): (["self", "commit_messages"], []),
+    # compat.guard_commits wraps it and reads these of the keywords `_try_commit` passes it
+    ("pypaimon.write.file_store_commit", "FileStoreCommit._try_commit_once"):
+        (["self"], ["retry_result", "commit_kind", "commit_identifier", "latest_snapshot", "snapshot_properties"]),
+    ("pypaimon.write.file_store_commit", "FileStoreCommit._is_duplicate_commit"):
+        (["self", "retry_result", "latest_snapshot", "commit_identifier", "commit_kind"], []),
     ("pypaimon.read.streaming_table_scan", "AsyncStreamingTableScan._create_follow_up_plan"): (["self", "snapshot"], []),
     ("pypaimon.consumer.consumer_manager", "ConsumerManager._consumer_path"): (["self", "consumer_id"], []),
     ("pypaimon.filesystem.local_file_io", "LocalFileIO._to_file"): (["self", "path"], []),
@@ -441,3 +448,20 @@ def test_the_read_and_consumer_helpers_work_on_a_real_table(wh):
     compat.restore_consumer(table, "c1", None)
     assert compat.read_consumer(table, "c1") is None
     assert isinstance(compat.output_schema(read), pa.Schema)
+
+
+def test_each_commit_attempt_is_made_with_the_keywords_compats_guard_reads():
+    """compat.guard_commits wraps FileStoreCommit._try_commit_once and reads the latest snapshot
+    and the properties from its keywords: `_try_commit` must pass them by name."""
+    from pypaimon.write import file_store_commit
+
+    tree = ast.parse(inspect.getsource(file_store_commit))
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_try_commit")
+    made = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            and c.func.attr == "_try_commit_once"]
+    assert made, "FileStoreCommit._try_commit no longer commits through _try_commit_once: compat's guard would not run"
+    for call in made:
+        assert not call.args, "_try_commit passes _try_commit_once arguments by position: compat's guard reads keywords"
+        names = {k.arg for k in call.keywords}
+        wanted = {"retry_result", "commit_kind", "commit_identifier", "latest_snapshot", "snapshot_properties"}
+        assert wanted <= names, f"_try_commit no longer passes {sorted(wanted - names)} to _try_commit_once by name"

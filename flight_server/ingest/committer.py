@@ -47,7 +47,9 @@ from flight_server.ingest.trim import TrimPolicy
 from flight_server.ingest.write_stream import END, WriteStream
 from flight_server.paimon import compat
 from flight_server.wire import allocator
-from flight_server.wire.errors import Cancelled, CommitFailed, CommitRaced, InvalidRequest, Unavailable, WrongState
+from flight_server.wire.errors import (
+    Cancelled, CommitFailed, CommitRaced, FlightPaimonError, InvalidRequest, TableReplaced, Unavailable, WrongState,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -107,6 +109,7 @@ class TableCommitter:
         self._chores: list[Chore] = []  # run on this thread between group commits (compaction commits)
         self._chores_run, self._chore_ms_max = 0, 0.0  # how long a chore held the next group commit back
         self._commit_cpu_s = 0.0  # the commit thread's CPU time in group commits
+        self._attempt: tuple[dict[str, int], dict[str, int]] = ({}, {})  # the commit in flight's updates, firsts
         self.writers = writers if compat.shares_buckets(table) else 1
         self.lock, self.work, self.space = self._cond, self._work, self._space  # for the writer threads (lanes.Host)
         self._lanes = WriterLanes(self, self.writers)
@@ -287,7 +290,7 @@ class TableCommitter:
             self._ident += 1
         start = time.perf_counter()
         try:
-            snapshot = self._publish(messages, updates, extra=extra)
+            snapshot = self._publish(messages, updates, dict(updates), extra=extra)
         except BaseException:
             commit, self._commit = self._commit, None  # its state is unknown: the next commit makes a new one
             close_quietly(commit, self.name)
@@ -534,9 +537,11 @@ class TableCommitter:
     def _commit_group(self, group: list[_Pending], messages: list, broken: BaseException | None,
                       hold: bool = False) -> None:
         updates: dict[str, int] = {}
+        firsts: dict[str, int] = {}  # each named producer's first seq in the group: the table must not hold it
         for p in group:
             if p.stream.producer is not None:
                 updates[p.stream.producer] = max(p.seq, updates.get(p.stream.producer, p.seq))
+                firsts[p.stream.producer] = min(p.seq, firsts.get(p.stream.producer, p.seq))
         rows = sum(p.rows for p in group)
         nbytes = sum(p.nbytes for p in group)
         start = time.perf_counter()
@@ -546,7 +551,7 @@ class TableCommitter:
         if not hold:
             self._unseal()  # the writers go on with the next commit's batches while this one lands
         try:
-            snapshot = self._publish(messages, updates) if rows else self.producers.latest
+            snapshot = self._publish(messages, updates, firsts) if rows else self.producers.latest
         except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause
             self._failed(group, e)
             return
@@ -561,20 +566,47 @@ class TableCommitter:
                 self._settle(p)
             self._cond.notify_all()
 
-    def _publish(self, messages: list, updates: dict[str, int], extra: dict[str, str] | None = None) -> int:
+    def _publish(self, messages: list, updates: dict[str, int], firsts: dict[str, int],
+                 extra: dict[str, str] | None = None) -> int:
         """Commit `messages` as one snapshot whose properties carry the producer map with `updates`
-        (and `extra`: a staged job's own properties); returns the snapshot."""
+        (and `extra`: a staged job's own properties); returns the snapshot. `firsts`: each named
+        producer's first seq in it, which the table must not hold yet (`_guard`)."""
         if self._commit is None:
             self._commit = self._builder.new_commit()
             compat.merge_manifests_on_commit(self._commit)  # else every commit costs more than the last
+            compat.guard_commits(self._commit, self._guard)
             self._landed = compat.snapshots.landed_snapshots(self._commit)
-        self.producers.refresh()  # other writers' commits since ours: their producer maps count too
         self._landed.clear()
+        self._attempt = (updates, firsts)
         properties = {**self.producers.properties(updates), **(extra or {})}
         self._commit.commit(messages, self._ident, snapshot_properties=properties)
         # the snapshot pypaimon says it made (read back only if it said none)
         landed = self._landed.get(self._ident)
         return landed if landed is not None else compat.find_commit(self._table, self._builder.commit_user, self._ident)
+
+    def _guard(self, latest, properties: dict) -> None:
+        """(In the commit, before each attempt, with the latest snapshot the attempt lands on.) The
+        table is still the one the streams opened, and holds none of the commit's named batches:
+        whichever server (or which of this server's streams) committed them first, they are never
+        written twice. The producer map is merged to `latest`, so the check is exact, and the
+        snapshot's map is the whole map as of it."""
+        identity = compat.table_identity(self.table)
+        if identity != self.identity:
+            raise TableReplaced(
+                f"Paimon table {self.name!r} was dropped{'' if identity is None else ' and created again'} since "
+                "this stream opened (by another server or tool); its unacked batches were not committed. "
+                "Open a new stream to write into the table as it is now.", table=self.name)
+        self.producers.refresh(latest)  # other writers' commits since ours; a rollback reloads the map
+        updates, firsts = self._attempt
+        for producer, first in sorted(firsts.items()):
+            last = self.producers.last_seq(producer)
+            if last is not None and first <= last:
+                raise CommitRaced(
+                    f"Producer {producer!r}'s batches from seq {first} are already in Paimon table {self.name!r} "
+                    f"(up to seq {last}, committed by another stream or server as of snapshot "
+                    f"{self.producers.snapshot_of(producer)}); this commit was refused so that nothing is written "
+                    "twice. Resume from producer_state (PaimonSink does).", table=self.name, producer=producer)
+        properties.update(self.producers.properties(updates))
 
     def _report_commit(self, rows: int, nbytes: int, seconds: float, file_bytes: int) -> None:
         """Tell `on_commit` (metrics, the table's maintenance) of a commit that landed."""
@@ -591,9 +623,11 @@ class TableCommitter:
         let a producer's new stream in (`open` waits for its batches to settle)."""
         if self._closed is not None:  # the server is stopping or the table was dropped: not a failure
             log.info("commit_abandoned", table=self.name, batches=len(group), reason=self._closed)
+        elif isinstance(e, FlightPaimonError):  # refused by `_guard`: the table changed, nothing is broken
+            log.warning("commit_refused", table=self.name, batches=len(group), reason=str(e))
         else:
             log.error("commit_failed", table=self.name, batches=len(group), exc_info=e)
-        error = (CommitRaced if _raced(e) else CommitFailed)(
+        error = e if isinstance(e, FlightPaimonError) else (CommitRaced if _raced(e) else CommitFailed)(
             f"The group commit into Paimon table {self.name!r} failed: {_cause(e)}. "
             "None of this stream's unacked batches were acked; a named producer resumes from "
             "producer_state, which says what the table holds.", table=self.name)
@@ -608,7 +642,10 @@ class TableCommitter:
             commit, self._builder, self._commit = self._commit, None, None
         try:
             close_quietly(commit, self.name)
-            self._reload_producers()
+            if isinstance(e, TableReplaced):  # its streams are failed; a new stream gets a new committer
+                self.close(str(e))
+            else:
+                self._reload_producers()
         finally:
             with self._cond:
                 for p in failed:

@@ -141,6 +141,8 @@ class Ingest:
         acker = threading.Thread(target=_send_acks, args=(stream, send_ack), name="acks", daemon=True)
         acker.start()
         try:
+            if target.producer is not None:  # what other servers committed for it: a resend is acked, not written
+                committer.producers.refresh()
             _pump(committer, stream, conform, chunks, cancelled, fields)
         except BaseException:
             fields["discarded"] = committer.discard(stream)

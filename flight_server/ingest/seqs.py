@@ -64,6 +64,7 @@ class ProducerSeqs:
         self._covered = 0  # the snapshot through which the records on disk give the whole map
         self._failing: str | None = None  # why the last record could not be written (logged once)
         self.seen: int | None = None
+        self._seen_time: int | None = None  # the commit time of snapshot `seen` (None: not read yet)
         self.latest: int | None = None  # the newest snapshot known here (committed here, or read)
         self._load()
 
@@ -93,19 +94,30 @@ class ProducerSeqs:
                         self._seqs[producer] = seq
                         self._snapshot_of[producer] = snapshot
             if snapshot is not None and snapshot == (self.seen or 0) + 1:
-                self.seen = snapshot  # else another writer committed before ours: the next refresh reads it
+                self.seen, self._seen_time = snapshot, None  # else another writer committed before ours: the next refresh reads it
             if snapshot is not None:
                 self.latest = max(snapshot, self.latest or 0)
 
-    def refresh(self) -> bool:
+    def refresh(self, latest=None) -> bool:
         """Merge the maps of snapshots committed since `seen` (by anyone); where some of those
-        expired meanwhile, the records (which expiry never runs ahead of) too. False when the
-        table has no snapshot."""
+        expired meanwhile, the records (which expiry never runs ahead of) too. A table rolled back
+        below `seen` (by another tool: Paimon's `rollback_to`), or rolled back and committed to
+        again (snapshot `seen` has another commit time), is read anew: the snapshots it lost no
+        longer count. `latest`: the table's latest snapshot, when the caller has just read it.
+        False when the table has no snapshot."""
         with self._walk:
             manager = self._table.snapshot_manager()
-            latest = manager.get_latest_snapshot()
+            latest = latest if latest is not None else manager.get_latest_snapshot()
             if latest is None:
+                if self.seen is not None:
+                    self._reset()  # every snapshot is gone: nothing is held
                 return False
+            if self._rolled_back(latest, manager):
+                log.warning("producer_map_reloaded", table=str(self._table.table_path), seen=self.seen,
+                            latest=latest.id, reason="the table was rolled back below what this server saw")
+                self._reset()
+                self._load()
+                return True
             if self.seen is not None and latest.id <= self.seen:
                 return True
             start = (self.seen or 0) + 1
@@ -119,9 +131,31 @@ class ProducerSeqs:
                     gone = True  # expired while we walked
             if gone:  # expiry never runs ahead of the records: they hold what those snapshots said
                 self._merge_records(self._read_records())
-            self.seen = latest.id
+            self.seen, self._seen_time = latest.id, latest.time_millis
             self.latest = max(latest.id, self.latest or 0)
             return True
+
+    def _rolled_back(self, latest, manager) -> bool:
+        """Whether the snapshots up to `seen` are no longer the ones this map merged."""
+        if self.seen is None:
+            return False
+        if latest.id < self.seen:
+            return True
+        snap = latest if latest.id == self.seen else compat.snapshot(manager, self.seen)
+        if snap is None:  # expired: a rollback cannot go below the earliest snapshot kept
+            return False
+        if self._seen_time is None:  # committed here: its time is read once
+            self._seen_time = snap.time_millis
+            return False
+        return snap.time_millis != self._seen_time
+
+    def _reset(self) -> None:
+        """Forget the map (the records read or written here stay ours to replace)."""
+        with self._lock:
+            self._seqs.clear()
+            self._snapshot_of.clear()
+            self._recorded.clear()
+        self.seen = self._seen_time = self.latest = None
 
     def checkpoint(self) -> int:
         """Bring the record up to date with every snapshot to the latest (written only when the
@@ -172,7 +206,7 @@ class ProducerSeqs:
                 if snap is not None and PROPERTY in (snap.properties or {}):
                     self._merge(snap)
                     break
-        self.seen = self.latest = latest.id
+        self.seen, self._seen_time, self.latest = latest.id, latest.time_millis, latest.id
         with self._lock:  # everything the table holds is in it as of the latest snapshot
             self._snapshot_of = {p: latest.id for p in self._seqs}
             beyond = self._seqs != self._recorded

@@ -78,6 +78,13 @@ class StorageFailed(WrongState):
     code = "storage_failed"
 
 
+class TableReplaced(WrongState):
+    """The Paimon table was dropped (and perhaps created again) by another server or tool since the
+    stream opened: its commit is refused, never made into the table now under that name."""
+
+    code = "table_dropped"
+
+
 class OutcomeUnknown(WrongState):
     """A staged job's commit whose outcome this server cannot tell (it no longer holds the stage,
     and the table's snapshots since the job began are not all kept): look for the stage in the
@@ -179,8 +186,9 @@ UNKNOWN = STATUSES[-1]
 
 # Every kind by its code: the server's own word on the kind, in extra_info or (get_schema) the detail.
 KINDS: dict[str, type[FlightPaimonError]] = {kind.code: kind for kind in (
-    NotFound, InvalidRequest, WrongState, PartitionFailed, CommitFailed, CommitRaced, StorageFailed, OutcomeUnknown,
-    LimitExceeded, Unauthenticated, PermissionDenied, Cancelled, Unavailable, Unimplemented, Internal, TimedOut)}
+    NotFound, InvalidRequest, WrongState, PartitionFailed, CommitFailed, CommitRaced, TableReplaced, StorageFailed,
+    OutcomeUnknown, LimitExceeded,
+    Unauthenticated, PermissionDenied, Cancelled, Unavailable, Unimplemented, Internal, TimedOut)}
 
 
 def status_of(error: FlightPaimonError) -> Status:

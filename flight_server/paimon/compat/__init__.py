@@ -17,7 +17,8 @@ they wrap:
 - `reads`: splits pinned into tickets, one snapshot's delta planned on its own;
 - `manifests`: where data and index files live, the files a snapshot reads, its manifests, and
   the manifest merge our commits do;
-- `commit`: a compaction's split, its commit messages and its COMPACT commit;
+- `commit`: a compaction's split, its commit messages and its COMPACT commit, and a check run
+  before each attempt of a commit;
 - `merge_tree`: a primary-key bucket's files read, folded and written again.
 
 `from flight_server.paimon import compat; compat.NAME` reaches every name below.
@@ -28,11 +29,11 @@ from __future__ import annotations
 from flight_server.paimon.compat import catalog, commit, manifests, merge_tree, reads, snapshots
 from flight_server.paimon.compat.catalog import (
     ALREADY_EXISTS, COMPACTION_CHANGELOG, NOT_FOUND_ERRORS, arrow_schema, catalog_options, compaction_changelog_producer,
-    create_catalog, create_table, fixed_buckets, list_tables, native_write_table, row_kind_field, shares_buckets,
-    table_identity,
+    create_catalog, create_table, drop_table, fixed_buckets, list_tables, native_write_table, row_kind_field,
+    shares_buckets, table_identity,
 )
 from flight_server.paimon.compat.commit import (
-    COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, mark_compacted,
+    COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, guard_commits, mark_compacted,
 )
 from flight_server.paimon.compat.manifests import (
     MANIFEST_MERGE_MIN_COUNT, MERGED_MANIFEST_BYTES, data_file_path, index_file_path, index_manifest_entries,
@@ -59,7 +60,7 @@ __all__ = [
     "catalog", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
-    "compaction_changelog_producer", "create_catalog", "create_table", "fixed_buckets", "list_tables",
+    "compaction_changelog_producer", "create_catalog", "create_table", "drop_table", "fixed_buckets", "list_tables",
     "native_write_table", "row_kind_field", "shares_buckets", "table_identity",
     # snapshots, tags, consumers
     "CONSUMER_PREFIX", "RECENT_SNAPSHOTS", "consumers", "create_tag", "delete_tag", "earliest_snapshot_id",
@@ -74,7 +75,7 @@ __all__ = [
     "index_manifest_entries", "live_entries", "manifest_list", "manifest_reader", "merge_manifests_on_commit",
     "merged_entries", "written_paths",
     # rewrite and commit
-    "COMPACT_SOURCE", "CompactCommit", "at_level", "commit_message", "data_split", "mark_compacted",
+    "COMPACT_SOURCE", "CompactCommit", "at_level", "commit_message", "data_split", "guard_commits", "mark_compacted",
     # the merge tree
     "KEY_PREFIX", "KIND", "RETRACT_KINDS", "SEQUENCE", "KeyValueFileReader", "MergedRunWriter",
     "check_merge_supported", "deduplicates", "merge_function", "sorted_runs",

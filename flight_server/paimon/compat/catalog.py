@@ -3,6 +3,9 @@ identity, and the options this server reads them or writes them with."""
 
 from __future__ import annotations
 
+import errno
+import os
+
 import pyarrow as pa
 from pypaimon import CatalogFactory
 from pypaimon.catalog.catalog_exception import (
@@ -34,8 +37,46 @@ def catalog_options(warehouse: str, options: dict[str, str] | None = None) -> di
 
 
 def create_catalog(warehouse: str, options: dict[str, str] | None = None):
-    """Read from pypaimon 2.1.0: `CatalogFactory.create` (public)."""
-    return CatalogFactory.create(catalog_options(warehouse, options))
+    """The catalog; on a local warehouse its renames never replace a file (see `_no_clobber`).
+
+    Read from pypaimon 2.1.0: `CatalogFactory.create` (public); a filesystem catalog's `file_io`
+    is the one its tables get."""
+    catalog = CatalogFactory.create(catalog_options(warehouse, options))
+    _no_clobber(getattr(catalog, "file_io", None))
+    return catalog
+
+
+def _no_clobber(file_io) -> None:
+    """Make a local FileIO's rename of a file fail when the target exists, across processes.
+
+    A snapshot is committed by renaming a temporary file to `snapshot-N` only if no other writer
+    made snapshot N first. pypaimon's LocalFileIO checks that the target is absent and renames under
+    a lock of its own process: two servers (processes) committing the same N at once could both
+    pass the check, and the second rename would replace the first server's snapshot, losing its
+    commit. A hard link fails atomically when the target exists (POSIX `link`), so the first one
+    wins and the other commit retries on top of it, as Paimon's commit expects.
+
+    Read from pypaimon 2.1.0: `pypaimon.filesystem.local_file_io.LocalFileIO.rename(src, dst) ->
+    bool` (False when the target exists) and its private `_to_file(path) -> pathlib.Path`."""
+    from pypaimon.filesystem.local_file_io import LocalFileIO
+
+    if not isinstance(file_io, LocalFileIO):
+        return
+    rename = file_io.rename
+
+    def link_then_unlink(src: str, dst: str) -> bool:
+        source, target = file_io._to_file(src), file_io._to_file(dst)
+        if not source.is_file() or target.is_dir():
+            return rename(src, dst)  # directories (a table renamed), and a directory as the target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            return False
+        source.unlink()
+        return True
+
+    file_io.rename = link_then_unlink
 
 
 def list_tables(catalog) -> list[str]:
@@ -58,6 +99,26 @@ def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_
     paimon_schema = Schema.from_pyarrow_schema(schema, partition_keys=partition_keys or None,
                                                primary_keys=primary_keys or None, options=options)
     catalog.create_table(name, paimon_schema, False)
+
+
+DROP_ATTEMPTS = 5
+
+
+def drop_table(catalog, name: str) -> bool:
+    """Drop the table: True once it is gone, False when another writer kept adding files to its
+    directory while it was deleted (a server or job still writing into it), attempt after attempt.
+    Raises NOT_FOUND_ERRORS when there is no such table.
+
+    Read from pypaimon 2.1.0: `catalog.drop_table(identifier)` (public) deletes the table's
+    directory recursively; a file created in it meanwhile fails the delete with ENOTEMPTY."""
+    for _ in range(DROP_ATTEMPTS):
+        try:
+            catalog.drop_table(name)
+            return True
+        except OSError as e:
+            if e.errno != errno.ENOTEMPTY:
+                raise
+    return False
 
 
 def fixed_buckets(table) -> int | None:

@@ -100,3 +100,29 @@ class CompactCommit:
 
     def close(self) -> None:
         self._commit.close()
+
+
+def guard_commits(table_commit, check) -> None:
+    """Run `check(latest_snapshot, snapshot_properties)` before each attempt of `table_commit`'s
+    commits, with the latest snapshot that attempt builds on: an exception it raises ends the
+    commit with nothing of that attempt written. A snapshot is only ever made as the next one after
+    the snapshot the check saw (another writer's snapshot in between fails the attempt, and the next
+    attempt is checked again), so what the check read is what the commit lands on. It may update
+    `snapshot_properties` in place. An attempt that finds an earlier attempt of the same commit
+    landed (a retry after an uncertain outcome) is not checked: it commits nothing.
+
+    Read from pypaimon 2.1.0: `TableCommit.file_store_commit` (FileStoreCommit); its private
+    `_try_commit` calls `self._try_commit_once(retry_result=, commit_kind=, commit_entries=, ...,
+    commit_identifier=, latest_snapshot=, ..., snapshot_properties=)` with keywords at each
+    attempt, and the private `_is_duplicate_commit(retry_result, latest_snapshot,
+    commit_identifier, commit_kind)` says whether an earlier attempt landed."""
+    fsc = table_commit.file_store_commit
+    attempt = fsc._try_commit_once
+
+    def guarded(**kw):
+        if not fsc._is_duplicate_commit(kw["retry_result"], kw["latest_snapshot"], kw["commit_identifier"],
+                                        kw["commit_kind"]):
+            check(kw["latest_snapshot"], kw["snapshot_properties"])
+        return attempt(**kw)
+
+    fsc._try_commit_once = guarded
