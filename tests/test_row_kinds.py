@@ -105,3 +105,34 @@ def test_an_append_table_ignores_rowkind_field_as_pypaimon_does(client):
     client.create_table("db.t", SCHEMA, options={"rowkind.field": "op"})
     acks, error = put(client, names.write_command("db.t"), [batch([1, 2], ["x", None])])
     assert error is None and [a.seq for a in acks] == [0]
+
+
+@pytest.mark.parametrize(("engine", "options"), [
+    ("partial-update", {"merge-engine": "partial-update"}),
+    ("aggregation", {"merge-engine": "aggregation", "fields.v.aggregate-function": "last_non_null_value"}),
+    ("first-row", {"merge-engine": "first-row"}),
+])
+def test_a_retraction_into_a_merge_engine_that_takes_none_is_refused_and_fails_no_one_else(client, engine, options):
+    """pypaimon's partial-update and aggregation merges (and first-row without ignore-delete) fail
+    on a -U or -D row: in the group commit it joined, or at every later read of its key."""
+    client.create_table("db.t", SCHEMA, primary_keys=["id"], options={**OPTIONS, **options})
+    good = client.paimon_sink("db.t", producer="good")
+    good.write(batch([1, 2], ["+I", "+I"]))
+    acks, error = put(client, names.write_command("db.t", "bad"), [batch([3], ["+I"]), batch([1, 4], ["+I", "-D"])],
+                      seqs=[1, 2])
+    assert isinstance(error, pa.ArrowInvalid), error
+    assert (f"has row kind '-D' at row 1 in column 'op' (the table's rowkind.field), which takes only +I, +U in this "
+            f"table: its merge-engine {engine} takes no retractions (-U, -D)") in str(error)
+    assert [a.seq for a in acks] == [1]
+    good.write(batch([2], ["+U"]))
+    good.close()
+    assert good.acked == 2
+    assert sorted(read_rows(client, "db.t")) == [1, 2, 3]
+
+
+def test_first_row_with_ignore_delete_takes_retractions(client):
+    client.create_table("db.t", SCHEMA, primary_keys=["id"],
+                        options={**OPTIONS, "merge-engine": "first-row", "ignore-delete": "true"})
+    acks, error = put(client, names.write_command("db.t"), [batch([1, 2], ["+I", "+I"]), batch([1], ["-D"])])
+    assert error is None and [a.seq for a in acks] == [0, 1]
+    assert sorted(read_rows(client, "db.t")) == [1, 2]

@@ -551,7 +551,9 @@ class TableCommitter:
         if not hold:
             self._unseal()  # the writers go on with the next commit's batches while this one lands
         try:
-            snapshot = self._publish(messages, updates, firsts) if rows else self.producers.latest
+            # a group that wrote no file (a first-row table's known keys) holds nothing to commit
+            written = rows and compat.makes_snapshot(messages)
+            snapshot = self._publish(messages, updates, firsts) if written else self.producers.latest
         except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause
             self._failed(group, e)
             return

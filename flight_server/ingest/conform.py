@@ -8,7 +8,9 @@ whole, with nothing of it written.
 A primary-key table with `rowkind.field` takes each row's kind from that string column: a batch
 holding anything but Paimon's `+I -U +U -D` there (a null included) is refused whole too, naming
 the row, as pypaimon's writer would otherwise fail the whole group commit it joined, other
-producers' batches with it.
+producers' batches with it. A table whose merge engine takes no retractions (partial-update,
+aggregation, first-row without ignore-delete: compat.refuses_retractions) takes only `+I` and
+`+U` there: a `-U` or `-D` row refuses its batch the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.schemas import describe, loosened, schema_difference
 
 ROW_KINDS = ("+I", "-U", "+U", "-D")  # Paimon's RowKind short strings, exactly (pypaimon's Python writer is case-sensitive)
+ADDS = ("+I", "+U")  # the kinds a merge engine that takes no retractions takes
 _ROW_KINDS = pa.array(ROW_KINDS, pa.string())
 DISCARDED = "the stream's unacked batches were discarded"
 
@@ -28,9 +31,10 @@ class Conformer:
     """Turns each batch of one stream into the table's exact schema, or refuses it."""
 
     def __init__(self, table_schema: pa.Schema, stream_schema: pa.Schema, label: str, row_kind: str | None = None,
-                 then: str = DISCARDED):
+                 then: str = DISCARDED, no_retractions: str | None = None):
         """`row_kind`: the table's `rowkind.field` (compat.row_kind_field); `then`: what a refusal
-        did to the stream, the end of its message."""
+        did to the stream, the end of its message; `no_retractions`: the table's merge engine when
+        it takes no -U/-D rows (compat.refuses_retractions)."""
         diff = schema_difference(loosened(table_schema), loosened(stream_schema))
         if diff is not None:
             raise InvalidRequest(
@@ -46,6 +50,9 @@ class Conformer:
                     "table, so none of its rows can be written: set it to a string column or remove it; nothing "
                     "was written.")
             self._row_kind, self._kinds = i, _ROW_KINDS.cast(table_schema[i].type)
+            if no_retractions is not None:
+                self._kinds = pa.array(ADDS, pa.string()).cast(table_schema[i].type)
+        self._engine = no_retractions
         self._not_null = [i for i, f in enumerate(table_schema) if not f.nullable and stream_schema[i].nullable]
         self._cast = not stream_schema.equals(table_schema, check_metadata=False)
         self._relabel = not stream_schema.equals(table_schema, check_metadata=True)  # writers coalesce batches of one schema
@@ -77,7 +84,11 @@ class Conformer:
         row = pc.index(valid, False).as_py()
         value = column[row].as_py()
         said = "a null row kind" if value is None else f"row kind {value[:40]!r}"
+        takes = f"takes only {', '.join(ROW_KINDS)}"
+        if self._engine is not None and value in ROW_KINDS:
+            takes = (f"takes only {', '.join(ADDS)} in this table: its merge-engine {self._engine} takes no "
+                     "retractions (-U, -D) here (Paimon's ignore-delete is not implemented for it by pypaimon)")
         raise InvalidRequest(
             f"Batch {index} of the stream into {self.label} has {said} at row {row} in column "
-            f"{self.schema[self._row_kind].name!r} (the table's rowkind.field), which takes only "
-            f"{', '.join(ROW_KINDS)}; nothing of that batch was written and {self._then}.")
+            f"{self.schema[self._row_kind].name!r} (the table's rowkind.field), which {takes}; nothing of that "
+            f"batch was written and {self._then}.")

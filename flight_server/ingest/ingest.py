@@ -136,7 +136,8 @@ class Ingest:
             return
         committer = self.committer(target.table)
         conform = Conformer(compat.arrow_schema(committer.table), schema, target.label,
-                            row_kind=compat.row_kind_field(committer.table), then=EARLIER_COMMITTED)
+                            row_kind=compat.row_kind_field(committer.table), then=EARLIER_COMMITTED,
+                            no_retractions=compat.refuses_retractions(committer.table))
         stream = committer.open(target.label, target.producer)
         acker = threading.Thread(target=_send_acks, args=(stream, send_ack), name="acks", daemon=True)
         acker.start()

@@ -205,7 +205,7 @@ class Staging:
         self._discard_idle()
         table = self._table(target.table)
         conform = Conformer(compat.arrow_schema(table), schema, target.label, row_kind=compat.row_kind_field(table),
-                            then="nothing of the attempt was staged")
+                            then="nothing of the attempt was staged", no_retractions=compat.refuses_retractions(table))
         with self._lock:
             self._check_stageable(target, principal)
         if table.primary_keys:  # rows wait for the commit, written then by the table's own writer (see above)

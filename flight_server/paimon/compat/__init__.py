@@ -29,11 +29,12 @@ from __future__ import annotations
 from flight_server.paimon.compat import catalog, commit, manifests, merge_tree, reads, snapshots
 from flight_server.paimon.compat.catalog import (
     ALREADY_EXISTS, COMPACTION_CHANGELOG, NOT_FOUND_ERRORS, arrow_schema, catalog_options, compaction_changelog_producer,
-    create_catalog, create_table, drop_table, fixed_buckets, list_tables, native_write_table, row_kind_field,
-    shares_buckets, table_identity,
+    create_catalog, create_table, drop_table, fixed_buckets, list_tables, native_write_table, refuses_retractions,
+    row_kind_field, shares_buckets, table_identity,
 )
 from flight_server.paimon.compat.commit import (
-    COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, guard_commits, mark_compacted,
+    COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, guard_commits, makes_snapshot,
+    mark_compacted,
 )
 from flight_server.paimon.compat.manifests import (
     MANIFEST_MERGE_MIN_COUNT, MERGED_MANIFEST_BYTES, data_file_path, index_file_path, index_manifest_entries,
@@ -61,7 +62,7 @@ __all__ = [
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
     "compaction_changelog_producer", "create_catalog", "create_table", "drop_table", "fixed_buckets", "list_tables",
-    "native_write_table", "row_kind_field", "shares_buckets", "table_identity",
+    "native_write_table", "refuses_retractions", "row_kind_field", "shares_buckets", "table_identity",
     # snapshots, tags, consumers
     "CONSUMER_PREFIX", "RECENT_SNAPSHOTS", "consumers", "create_tag", "delete_tag", "earliest_snapshot_id",
     "find_commit", "is_data_commit", "latest_snapshot_id", "list_names", "listed_snapshot_ids", "read_consumer",
@@ -75,7 +76,8 @@ __all__ = [
     "index_manifest_entries", "live_entries", "manifest_list", "manifest_reader", "merge_manifests_on_commit",
     "merged_entries", "written_paths",
     # rewrite and commit
-    "COMPACT_SOURCE", "CompactCommit", "at_level", "commit_message", "data_split", "guard_commits", "mark_compacted",
+    "COMPACT_SOURCE", "CompactCommit", "at_level", "commit_message", "data_split", "guard_commits", "makes_snapshot",
+    "mark_compacted",
     # the merge tree
     "KEY_PREFIX", "KIND", "RETRACT_KINDS", "SEQUENCE", "KeyValueFileReader", "MergedRunWriter",
     "check_merge_supported", "deduplicates", "merge_function", "sorted_runs",

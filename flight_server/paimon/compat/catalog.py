@@ -140,6 +140,26 @@ def row_kind_field(table) -> str | None:
     return table.options.options.to_map().get("rowkind.field") or None
 
 
+def refuses_retractions(table) -> str | None:
+    """The merge engine of a primary-key table whose rows may not be retractions (-U, -D), else
+    None: pypaimon's partial-update and aggregation merges fail on any such row (ignore-delete and
+    retract handling are not implemented for them), its first-row merge unless `ignore-delete`.
+    Such a row would fail the group commit it joined, or every later read of its key.
+
+    Read from pypaimon 2.1.0: `table.options.merge_engine()` (a MergeEngine), `table.options
+    .ignore_delete()`; `PartialUpdateMergeFunction.add`, `AggregateMergeFunction.add` and
+    `FirstRowMergeFunction.add` raise on a row that is not an add."""
+    from pypaimon.common.options.core_options import MergeEngine
+
+    if not table.primary_keys:
+        return None
+    engine = table.options.merge_engine()
+    if engine in (MergeEngine.PARTIAL_UPDATE, MergeEngine.AGGREGATE) or (
+            engine == MergeEngine.FIRST_ROW and not table.options.ignore_delete()):
+        return getattr(engine, "value", str(engine))
+    return None
+
+
 COMPACTION_CHANGELOG = ("lookup", "full-compaction")  # changelog-producers whose changelog compaction writes
 
 

@@ -126,3 +126,14 @@ def guard_commits(table_commit, check) -> None:
         return attempt(**kw)
 
     fsc._try_commit_once = guarded
+
+
+def makes_snapshot(messages: list) -> bool:
+    """Whether committing `messages` makes a snapshot: not when they add and delete no file and no
+    index (a first-row table's writer drops rows whose key the table holds, so a batch of those
+    writes nothing). Such a commit is skipped: there is nothing in it to hold.
+
+    Read from pypaimon 2.1.0: `FileStoreCommit._try_commit` makes no snapshot for a commit without
+    manifest entries (`CommitMessage.new_files`, `deleted_files`) or index changes (`index_adds`,
+    `index_deletes`) unless `snapshot.ignore-empty-commit` is false; the server never sets it."""
+    return any(m.new_files or m.deleted_files or m.index_adds or m.index_deletes for m in messages)
