@@ -321,6 +321,66 @@ def demo_ingest(uri: str, warehouse: str, spark) -> None:
         ingest.stop()
 
 
+def demo_shared_table(uri: str, warehouse: str) -> None:
+    """A table shared by two servers and another tool: a named producer that fails over and resends
+    through the other server writes nothing twice; a rollback by pypaimon is seen by the running
+    server, whose producer_state then says what the table lost."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.flight as flight
+    from pypaimon import CatalogFactory
+
+    from flight_server.wire import messages, names
+
+    section("a shared table: a producer fails over to a second server and resends; another tool rolls it back")
+    name = f"demo.shared_{int(time.time())}"
+    schema = pa.schema([("seq", pa.int64()), ("id", pa.int64())])
+
+    def batch(seq: int) -> pa.RecordBatch:
+        return pa.record_batch([pa.array([seq] * 100, pa.int64()), pa.array(range(seq * 100, seq * 100 + 100))],
+                               schema=schema)
+
+    def write(client, seqs) -> list:
+        with client.paimon_sink(name, producer="loader") as sink:
+            for seq in seqs:
+                sink.write(batch(seq), seq=seq)
+        return sink.last_seq
+
+    a = Client(uri)
+    a.create_table(name, schema, options={"write-only": "true"})  # one snapshot per sink below
+    with ServerProcess(warehouse, stderr=subprocess.DEVNULL) as other:
+        b = Client(other.uri)
+        write(a, range(0, 5))
+        write(b, range(5, 10))
+        # A producer in another language that lost B's acks resends 5-9 through A, on the wire:
+        # {"write", "producer"}, each batch's app_metadata {"seq": N}, then the end marker.
+        command = flight.FlightDescriptor.for_command(json.dumps(names.write_command(name, "loader")))
+        writer, acks = a.flight.do_put(command, schema)
+        for seq in range(5, 10):
+            writer.write_with_metadata(batch(seq), pa.py_buffer(messages.batch_seq(seq)))
+        writer.write_metadata(pa.py_buffer(messages.end(5)))
+        writer.done_writing()
+        answered = []
+        while (buf := acks.read()) is not None:
+            answered.append(messages.read_ack(buf))
+        writer.close()
+        print("seqs 0-4 through server A, 5-9 through server B; the producer lost B's acks and resent 5-9 through "
+              f"A, which acked them as held: {[(x.seq, x.snapshot) for x in answered]} (seq, snapshot)")
+        info = a.flight.get_flight_info(flight.FlightDescriptor.for_command(json.dumps({"table": name})))
+        ids = [i for e in info.endpoints for i in a.flight.do_get(e.ticket).read_all().column("id").to_pylist()]
+        print(f"the table holds {len(ids)} rows, {len(set(ids))} distinct "
+              f"(expected 1000 once each); producer_state through A: {a.producer_state(name, 'loader')}, "
+              f"through B: {b.producer_state(name, 'loader')}")
+        b.close()
+    catalog = CatalogFactory.create({"warehouse": warehouse})
+    catalog.get_table(name).rollback_to(1)  # another tool: only the first commit stays
+    state = a.producer_state(name, "loader")
+    print(f"pypaimon rolled {name} back to snapshot 1; the running server's producer_state: {state} "
+          f"(seqs {state + 1}-9 went with the rollback: a resend writes them again)")
+    a.close()
+
+
 def demo_ingest_throughput(uri: str) -> None:
     """Durable ingest at the writer's speed: one producer of small (1,000-row) batches with
     PaimonSink's defaults; the server coalesces them and encodes on its writer threads."""
@@ -525,6 +585,7 @@ def main() -> int:
             demo_spark(spark, uri, args.warehouse, _latest_demo_table(args.warehouse))
             demo_scale_out(spark, args.warehouse, _latest_demo_table(args.warehouse))
         demo_ingest(uri, args.warehouse, spark)
+        demo_shared_table(uri, args.warehouse)
         demo_ingest_throughput(uri)
         demo_maintenance(uri)
         demo_security(args.warehouse, _latest_demo_table(args.warehouse))
