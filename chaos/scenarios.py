@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 def load() -> None:
-    from chaos import abuse, ingest_faults, maintenance_faults, push_faults, server_faults, spark_faults  # noqa: F401
+    from chaos import (  # noqa: F401
+        abuse, ingest_faults, maintenance_faults, push_faults, server_faults, shared_faults, spark_faults)
 
 
