@@ -36,7 +36,7 @@ import tenacity
 
 from flight_server.wire import messages, names
 from flight_server.wire.errors import Cancelled, CommitRaced, Unavailable, error_message, from_flight
-from flight_server.wire.schemas import loosened, schema_difference
+from flight_server.wire.schemas import by_name_columns, loosened, name_difference
 from flight_server.wire.values import is_int
 from producers.sink import Slotted, SinkError
 
@@ -238,10 +238,11 @@ class PaimonSink(Slotted):
             if b.schema.equals(self._stream_schema, check_metadata=True):  # the common case: checked once
                 out.append(b)
                 continue
-            diff = schema_difference(self._stream_schema, loosened(b.schema))
+            diff = name_difference(self.schema, b.schema)
             if diff is not None:
-                raise ValueError(f"Batch schema does not match {self.label}: {diff}.")
-            out.append(pa.RecordBatch.from_arrays(b.columns, schema=self._stream_schema))
+                raise ValueError(f"Batch schema does not match {self.label} (columns match by name; a nullable one "
+                                 f"the batch lacks is written null): {diff}.")
+            out.append(pa.RecordBatch.from_arrays(by_name_columns(b, self._stream_schema), schema=self._stream_schema))
         return out
 
     # -- the connection ------------------------------------------------------------------

@@ -125,11 +125,12 @@ class FlightPaimonDataSource(DataSource):
 
 
 def _check_columns(opts: Options, table: pa.Schema, schema: StructType) -> None:
-    """A write's columns: every column of the table, and (unless write.drop-extra-columns) no other."""
-    missing = [n for n in table.names if n not in schema.fieldNames()]
+    """A write's columns, by name: every column of a push table (a Paimon table's nullable ones
+    may be missing: written null), and (unless write.drop-extra-columns) no other."""
+    missing = [f.name for f in table if f.name not in schema.fieldNames() and (opts.push or not f.nullable)]
     if missing:
         raise SourceError(
-            f"The DataFrame lacks column(s) {', '.join(missing)} of {opts.target} "
+            f"The DataFrame lacks {'' if opts.push else 'NOT NULL '}column(s) {', '.join(missing)} of {opts.target} "
             f"(schema {table.to_string(show_schema_metadata=False)})."
         )
     extra = [n for n in schema.fieldNames() if n not in table.names]

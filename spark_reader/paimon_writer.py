@@ -32,7 +32,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from flight_server.wire import names
 from flight_server.wire.errors import Cancelled, TimedOut, Unavailable, error_message, from_flight
-from flight_server.wire.schemas import loosened
+from flight_server.wire.schemas import by_name_columns, loosened
 from spark_reader.flight_io import SourceError, call, connect
 from spark_reader.options import Options
 
@@ -73,7 +73,7 @@ def stage_task(opts: Options, schema: pa.Schema, stage: str, iterator: Iterator[
             if batch.num_rows:
                 counted["rows"] += batch.num_rows
                 counted["batches"] += 1
-                yield batch.select(target.names).cast(target)
+                yield pa.RecordBatch.from_arrays(by_name_columns(batch, target), schema=target)  # null: a missing column
 
     client = connect(opts)
     try:

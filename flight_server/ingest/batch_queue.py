@@ -43,6 +43,10 @@ class BatchQueue:
     def __bool__(self) -> bool:
         return bool(self._items)
 
+    def __iter__(self):
+        """The items waiting, in order (a copy: the caller may remove some meanwhile)."""
+        return iter(list(self._items))
+
     def full(self) -> bool:
         return self.bytes >= self.limit_bytes
 

@@ -39,6 +39,7 @@ import structlog
 
 from flight_server.ingest.batch_queue import BatchQueue, CommitPolicy, default_queue_bytes
 from flight_server.ingest.chores import Chore
+from flight_server.ingest.evolve import evolve
 from flight_server.ingest.fence import ProducerFence
 from flight_server.ingest.gate import CommitGate
 from flight_server.ingest.lanes import WriterLanes, close_quietly
@@ -58,6 +59,7 @@ __all__ = ["DEFAULT_WRITERS", "SETTLE_TIMEOUT_S", "TableCommitter"]
 DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # the other half receives, acks and maintains
 EXCLUSIVE_ATTEMPTS = 3  # group commits tried before a staged job's commit gives up (they keep failing)
 STAGED_ROWS_TIMEOUT_S = 3600.0  # how long a staged job's commit may take to write its rows (commit_rows)
+SCHEMA_CHECK_S = 1.0  # how often the commit thread looks for a newer schema (an ALTER by anyone)
 SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
 
 
@@ -75,11 +77,16 @@ class TableCommitter:
     """The one committer of a Paimon table on this server."""
 
     def __init__(self, name: str, table, interval_s: float, commit_bytes: int, on_commit=None,
-                 writers: int = DEFAULT_WRITERS, queue_bytes: int | None = None, gate: CommitGate | None = None):
-        """`gate`: the slots this server's tables commit through (one of its own when None)."""
+                 writers: int = DEFAULT_WRITERS, queue_bytes: int | None = None, gate: CommitGate | None = None,
+                 reload=None):
+        """`gate`: the slots this server's tables commit through (one of its own when None);
+        `reload()`: the table afresh (its newest schema), for an ALTER found between commits."""
         self.name = name
         self._gate = gate or CommitGate()
         self.table, self.identity = table, compat.table_identity(table)
+        self.columns = compat.columns_of(table)  # the schema it writes with (adopt: a newer one)
+        self._reload = reload
+        self._schema_checked = time.monotonic()
         self._table = compat.native_write_table(table)
         self.interval_s, self.commit_bytes = interval_s, commit_bytes
         self.policy = CommitPolicy(interval_s, commit_bytes)
@@ -158,6 +165,8 @@ class TableCommitter:
                     stream.skipped += 1
                     stream.acks.put((seq, self.producers.snapshot_of(stream.producer)))
                     return
+            if stream.columns is not None and stream.columns.schema_id != self.columns.schema_id:
+                batch = evolve(batch, stream.columns, self.columns, stream.label)  # opened before an ALTER
             nbytes = batch.get_total_buffer_size()  # a received batch's size (nbytes walks the buffers: 30x slower)
             while self._queue.full():
                 self._space.wait(0.1)
@@ -208,6 +217,48 @@ class TableCommitter:
                 self._fail(stream, Unavailable(f"{stream.label}: {reason}; its unacked batches were not committed."))
             self._queue.clear()
             self._notify_everyone()
+
+    def adopt(self, table, timeout: float = SETTLE_TIMEOUT_S) -> None:
+        """Write with `table`'s schema when it is newer than the one written with (an ALTER by
+        anyone): between two group commits, once what the writers made for the old schema is
+        committed (Paimon reads those files with the new schema), batches still queued are
+        evolved to it, and new writers are made for it."""
+        if compat.columns_of(table).schema_id > self.columns.schema_id:
+            self._exclusive_chore(lambda: self._swap(table), timeout)
+
+    def _swap(self, table) -> None:
+        """(The commit thread, every writer paused and dropped, nothing uncommitted.)"""
+        fresh = compat.columns_of(table)
+        with self._cond:
+            if fresh.schema_id <= self.columns.schema_id:
+                return
+            for p in self._queue:
+                if p.batch is None or p.stream.error is not None:
+                    continue
+                try:
+                    p.batch = evolve(p.batch, self.columns, fresh, p.stream.label)
+                except InvalidRequest as e:
+                    self._fail(p.stream, e)  # its queued batches go with it
+            log.info("schema_adopted", table=self.name, schema_id=fresh.schema_id, was=self.columns.schema_id)
+            self.table, self._table, self.columns = table, compat.native_write_table(table), fresh
+            commit, self._builder, self._commit = self._commit, None, None
+        close_quietly(commit, self.name)
+
+    def _follow_schema(self) -> None:
+        """(The commit thread, after a group commit.) At most once a second: an ALTER by anyone
+        (another server, a Paimon job, pypaimon) is adopted before the next commit."""
+        now = time.monotonic()
+        if self._reload is None or now - self._schema_checked < SCHEMA_CHECK_S:
+            return
+        self._schema_checked = now
+        try:
+            if not compat.newer_schema(self.table, self.columns.schema_id):
+                return
+            table = self._reload()
+        except Exception:  # noqa: BLE001 - the next check, or the next stream's open, tries again
+            log.warning("schema_check_failed", table=self.name, exc_info=True)
+            return
+        self._exclusive(Chore(lambda: self._swap(table), exclusive=True))
 
     def settled(self, producer: str, timeout: float) -> None:
         """Wait (at most `timeout` s) until no batch of the producer is written but not yet
@@ -453,6 +504,7 @@ class TableCommitter:
                 if self._closed is not None:  # stopped or dropped while it waited: no commit after a drop's delete
                     continue
                 self._group_commit()
+            self._follow_schema()
 
     def _group_commit(self, hold: bool = False) -> None:
         """(The commit thread.) Seal what is queued and written now and commit it; with `hold`, the

@@ -1,7 +1,9 @@
 """A producer stream's schema against the table's row type, checked once; each batch conformed.
 
-Names and types must match the table's (string/large_string and binary/large_binary count as
-one type and are cast). Nullability may differ: a nullable stream column may feed a NOT NULL
+Columns match by name, in any order. A nullable column the stream lacks is written null; a NOT
+NULL one it lacks, and a column the table does not have, refuse the stream before its first batch
+(naming them). Types must match the table's (string/large_string and binary/large_binary count
+as one type and are cast). Nullability may differ: a nullable stream column may feed a NOT NULL
 column (a primary key) as long as each batch holds no null there; a batch that does is refused
 whole, with nothing of it written.
 
@@ -19,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flight_server.wire.errors import InvalidRequest
-from flight_server.wire.schemas import describe, loosened, schema_difference
+from flight_server.wire.schemas import by_name_columns, describe, name_difference
 
 ROW_KINDS = ("+I", "-U", "+U", "-D")  # Paimon's RowKind short strings, exactly (pypaimon's Python writer is case-sensitive)
 ADDS = ("+I", "+U")  # the kinds a merge engine that takes no retractions takes
@@ -35,12 +37,16 @@ class Conformer:
         """`row_kind`: the table's `rowkind.field` (compat.row_kind_field); `then`: what a refusal
         did to the stream, the end of its message; `no_retractions`: the table's merge engine when
         it takes no -U/-D rows (compat.refuses_retractions)."""
-        diff = schema_difference(loosened(table_schema), loosened(stream_schema))
+        by_name = {name: i for i, name in enumerate(stream_schema.names)}
+        diff = name_difference(table_schema, stream_schema)
         if diff is not None:
             raise InvalidRequest(
                 f"The stream's schema does not match {label}: {diff}. The table's row type is "
-                f"{describe(table_schema)} (get_schema on its descriptor returns it); nothing was written.")
+                f"{describe(table_schema)} (get_schema on its descriptor returns it); columns match by name in any "
+                "order, and a nullable column the stream lacks is written null; nothing was written.")
         self.schema, self.label, self._then = table_schema, label, then
+        self._sources = [by_name.get(f.name) for f in table_schema]  # the stream's column of each (None: null)
+        self._in_order = self._sources == list(range(len(stream_schema)))
         self._row_kind = self._kinds = None
         if row_kind is not None:
             i = table_schema.get_field_index(row_kind)
@@ -53,13 +59,14 @@ class Conformer:
             if no_retractions is not None:
                 self._kinds = pa.array(ADDS, pa.string()).cast(table_schema[i].type)
         self._engine = no_retractions
-        self._not_null = [i for i, f in enumerate(table_schema) if not f.nullable and stream_schema[i].nullable]
-        self._cast = not stream_schema.equals(table_schema, check_metadata=False)
-        self._relabel = not stream_schema.equals(table_schema, check_metadata=True)  # writers coalesce batches of one schema
+        self._not_null = [i for i, (f, j) in enumerate(zip(table_schema, self._sources))
+                          if not f.nullable and stream_schema[j].nullable]
+        self._cast = not self._in_order or not stream_schema.equals(table_schema, check_metadata=False)
+        self._relabel = self._cast or not stream_schema.equals(table_schema, check_metadata=True)  # writers coalesce batches of one schema
 
     def __call__(self, batch: pa.RecordBatch, index: int) -> pa.RecordBatch:
         for i in self._not_null:
-            nulls = batch.column(i).null_count
+            nulls = batch.column(self._sources[i]).null_count
             if nulls:
                 raise InvalidRequest(
                     f"Batch {index} of the stream into {self.label} has {nulls} null(s) in column "
@@ -67,7 +74,7 @@ class Conformer:
                     f"written and {self._then}.")
         if self._relabel:
             if self._cast:
-                columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(batch.columns, self.schema)]
+                columns = by_name_columns(batch, self.schema, self._sources)
             else:
                 columns = batch.columns
             batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
@@ -92,3 +99,4 @@ class Conformer:
             f"Batch {index} of the stream into {self.label} has {said} at row {row} in column "
             f"{self.schema[self._row_kind].name!r} (the table's rowkind.field), which {takes}; nothing of that "
             f"batch was written and {self._then}.")
+

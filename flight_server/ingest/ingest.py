@@ -69,7 +69,8 @@ class Ingest:
         return committer if committer is not None and committer.is_open else None
 
     def committer(self, name: str) -> TableCommitter:
-        """The table's committer; a table dropped and created again gets a new one."""
+        """The table's committer, writing with the table's newest schema (an ALTER by anyone is
+        adopted first); a table dropped and created again gets a new one."""
         table = self.paimon.table(name)
         identity = compat.table_identity(table)
         with self._lock:
@@ -77,15 +78,18 @@ class Ingest:
                 raise Unavailable(f"Paimon table {name!r} takes no writes: {self._closed}.")
             current = self._committers.get(name)
             if current is not None and current.identity == identity:
-                return current
-            stale = current
-            self._committers[name] = TableCommitter(name, table, self.interval_s, self.commit_bytes, self._on_commit,
-                                                  self.writers, gate=self._gate)
-            fresh = self._committers[name]
+                fresh, stale = current, None
+            else:
+                fresh = self._committers[name] = TableCommitter(
+                    name, table, self.interval_s, self.commit_bytes, self._on_commit, self.writers, gate=self._gate,
+                    reload=lambda: self.paimon.table(name))
+                stale = current
         if stale is not None:
             stale.close(f"Paimon table {name!r} was dropped and created again")
             with self._lock:
                 self._retired = [c for c in self._retired if c.is_running] + [stale]
+        else:
+            fresh.adopt(table)  # nothing unless an ALTER made a newer schema
         return fresh
 
     def producer_state(self, name: str, producer: str) -> dict:
@@ -135,10 +139,11 @@ class Ingest:
             self.staging.put(target, schema, chunks, send_ack, fields)
             return
         committer = self.committer(target.table)
-        conform = Conformer(compat.arrow_schema(committer.table), schema, target.label,
-                            row_kind=compat.row_kind_field(committer.table), then=EARLIER_COMMITTED,
-                            no_retractions=compat.refuses_retractions(committer.table))
+        columns, table = committer.columns, committer.table
+        conform = Conformer(columns.arrow, schema, target.label, row_kind=compat.row_kind_field(table),
+                            then=EARLIER_COMMITTED, no_retractions=compat.refuses_retractions(table))
         stream = committer.open(target.label, target.producer)
+        stream.columns = columns  # an ALTER adopted meanwhile evolves its batches (ingest/evolve.py)
         acker = threading.Thread(target=_send_acks, args=(stream, send_ack), name="acks", daemon=True)
         acker.start()
         try:

@@ -18,3 +18,4 @@ class WriteStream:
         self.last_seq: int | None = None  # the producer's last seq on this stream
         self.closed = False  # acks are no longer wanted (the stream ended or broke)
         self.skipped = 0  # resent batches the table already held
+        self.columns = None  # the table's schema version its batches are conformed to (compat.Columns)

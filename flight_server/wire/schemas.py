@@ -64,3 +64,36 @@ def schema_difference(expected: pa.Schema, actual: pa.Schema) -> str | None:
                 f"expected {'nullable' if e.nullable else 'not null'}"
             )
     return "; ".join(diffs) or f"schema {actual} differs from {expected}"
+
+
+def name_difference(table: pa.Schema, stream: pa.Schema) -> str | None:
+    """What keeps a stream's columns from feeding a table's, matched by name in any order (a
+    nullable table column the stream lacks is written null); None if nothing."""
+    loose_table, loose_stream = loosened(table), loosened(stream)
+    by_name = {name: i for i, name in enumerate(stream.names)}
+    diffs = [f"column {name!r} is not in the table" for name in stream.names if table.get_field_index(name) < 0]
+    for i, f in enumerate(table):
+        j = by_name.get(f.name)
+        if j is None:
+            if not f.nullable:
+                diffs.append(f"NOT NULL column {f.name!r} is missing")
+        elif not loose_table[i].type.equals(loose_stream[j].type, check_metadata=False):
+            diffs.append(f"column {f.name!r} has type {stream[j].type}, expected {f.type}")
+    if len(by_name) < len(stream.names):
+        diffs.append("a column name repeats")
+    return "; ".join(diffs) or None
+
+
+def by_name_columns(batch: pa.RecordBatch, table: pa.Schema, sources: list[int | None] | None = None) -> list:
+    """The batch's columns in the table's order and types (after `name_difference` found none):
+    null where the batch lacks a column. `sources`: each table column's index in the batch, when
+    the caller has it."""
+    if sources is None:
+        index = {name: i for i, name in enumerate(batch.schema.names)}
+        sources = [index.get(f.name) for f in table]
+    return [pa.nulls(batch.num_rows, f.type) if j is None else _as(batch.column(j), f.type)
+            for j, f in zip(sources, table)]
+
+
+def _as(column: pa.Array, type_: pa.DataType) -> pa.Array:
+    return column if column.type == type_ else column.cast(type_)

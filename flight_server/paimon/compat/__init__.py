@@ -12,6 +12,7 @@ Each function says which pypaimon version it was read from and what of it it rel
 they wrap:
 
 - `catalog`: the catalog, creating and naming tables, their columns as Arrow, their options;
+- `columns`: a table's columns by schema version (field ids), and whether a newer one exists;
 - `snapshots`: snapshots (read as Java reads them under a concurrent expiry), tags, consumers,
   and small files written whole;
 - `reads`: splits pinned into tickets, one snapshot's delta planned on its own;
@@ -26,12 +27,13 @@ they wrap:
 
 from __future__ import annotations
 
-from flight_server.paimon.compat import catalog, commit, manifests, merge_tree, reads, snapshots
+from flight_server.paimon.compat import catalog, columns, commit, manifests, merge_tree, reads, snapshots
 from flight_server.paimon.compat.catalog import (
     ALREADY_EXISTS, COMPACTION_CHANGELOG, NOT_FOUND_ERRORS, arrow_schema, catalog_options, compaction_changelog_producer,
     create_catalog, create_table, drop_table, fixed_buckets, list_tables, native_write_table, refuses_retractions,
     row_kind_field, shares_buckets, table_identity,
 )
+from flight_server.paimon.compat.columns import Columns, columns_of, newer_schema
 from flight_server.paimon.compat.commit import (
     COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, guard_commits, makes_snapshot,
     mark_compacted,
@@ -58,7 +60,9 @@ from flight_server.paimon.compat.snapshots import (
 PYPAIMON_VERSION = "2.1.0"  # the version every function here was read from (pyproject.toml pins it)
 
 __all__ = [
-    "catalog", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
+    "catalog", "columns", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
+    # columns by schema version
+    "Columns", "columns_of", "newer_schema",
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
     "compaction_changelog_producer", "create_catalog", "create_table", "drop_table", "fixed_buckets", "list_tables",

@@ -1,0 +1,42 @@
+"""A table's columns by schema version: their Arrow types with Paimon's field ids (which a rename
+keeps and a drop retires, so a batch of one version maps onto another), and whether a newer
+schema exists (an ALTER by anyone)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Columns:
+    """One schema version of a table: its id, its columns as Arrow, each column's field id."""
+
+    schema_id: int
+    arrow: pa.Schema
+    field_ids: tuple[int, ...]
+
+
+def columns_of(table) -> Columns:
+    """The columns of the schema the pypaimon table object was loaded with.
+
+    Read from pypaimon 2.1.0: `table.table_schema` (TableSchema: `id`, `fields` of DataField with
+    `id`, `name`, `type`); `PyarrowFieldParser.from_paimon_schema(fields)`."""
+    from pypaimon.schema.data_types import PyarrowFieldParser
+
+    schema = table.table_schema
+    return Columns(schema.id, PyarrowFieldParser.from_paimon_schema(schema.fields),
+                   tuple(f.id for f in schema.fields))
+
+
+def newer_schema(table, schema_id: int) -> bool:
+    """Whether the table has a schema after `schema_id` (one existence check: schema ids are
+    consecutive, each written once, atomically).
+
+    Read from pypaimon 2.1.0: `SchemaManager(file_io, table_path)` and its private
+    `_to_schema_path(schema_id)`; `SchemaManager.commit` writes schema-<latest + 1> with
+    `try_to_write_atomic`."""
+    from pypaimon.schema.schema_manager import SchemaManager
+
+    return table.file_io.exists(SchemaManager(table.file_io, table.table_path)._to_schema_path(schema_id + 1))
