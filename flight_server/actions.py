@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from flight_server.auth import READ, WRITE, Access
 from flight_server.ingest.ingest import Ingest
 from flight_server.maintenance.maintainer import Maintainer
+from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.table_stats import table_stats
 from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
@@ -145,6 +146,13 @@ def create_table(ctx: ActionContext, body: wa.CreateTableBody) -> wa.TableCreate
     name = table_name(body.table, "the body of action 'create_table'")
     schema = decode_schema(body.schema, f"Paimon table {name!r}")
     return ctx.paimon.create_table(name, schema, body.primary_keys or [], body.partition_keys or [], body.options or {})
+
+
+def alter_table(ctx: ActionContext, body: wa.AlterTableBody) -> wa.TableAltered:
+    """Paimon's ALTER TABLE; the options it leaves must also read as the maintenance they ask for."""
+    name = table_name(body.table, "the body of action 'alter_table'")
+    return ctx.paimon.alter_table(name, body.changes,
+                                  lambda options, primary_key: MaintenanceOptions.of(name, options, primary_key))
 
 
 def producer_state(ctx: ActionContext, body: wa.ProducerStateBody) -> wa.ProducerState:
@@ -319,6 +327,7 @@ HANDLERS: dict[str, Callable] = {
     names.ABORT_STAGED: abort_staged,
     names.CREATE_TAG: create_tag,
     names.DELETE_TAG: delete_tag,
+    names.ALTER_TABLE: alter_table,
 }
 assert set(HANDLERS) == set(wa.ACTIONS)
 BY_PRINCIPAL = {names.COMMIT_STAGED, names.ABORT_STAGED}  # handlers that act for the caller's principal (its stages)

@@ -299,6 +299,11 @@ class Client:
         return self._typed(names.CREATE_TABLE, wa.CreateTableBody(
             table, encode_schema(schema), primary_keys or None, partition_keys or None, options or None))
 
+    def alter_table(self, table: str, changes: list[wa.SchemaChange]) -> wa.TableAltered:
+        """Paimon's ALTER TABLE: `changes` (wa.SchemaChange.add_column(...), ...) applied in order as one
+        new schema, or none of them (INVALID_ARGUMENT with Paimon's reason)."""
+        return self._typed(names.ALTER_TABLE, wa.AlterTableBody(table, [c.to_json() for c in changes]))
+
     def producer_state(self, table: str, producer: str) -> int | None:
         """The named producer's last committed seq in the table (None: nothing committed yet)."""
         return self._typed(names.PRODUCER_STATE, wa.ProducerStateBody(table, producer)).last_seq

@@ -28,6 +28,15 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Change(argparse.Action):
+    """`alter`'s change flags, kept in the order given (one list, `changes`: (flag, values))."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        changes = list(getattr(namespace, self.dest) or [])
+        changes.append((self.option_strings[0], values if isinstance(values, list) else [values]))
+        setattr(namespace, self.dest, changes)
+
+
 def _client_args(p) -> None:
     p.add_argument("--uri", default=_URI, help="server URI: grpc://HOST:PORT, or grpc+tls://HOST:PORT "
                    "(environment: FLIGHT_PAIMON_URI)")
@@ -96,6 +105,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buckets", type=int, help="fixed bucket count (default: Paimon's, -1: dynamic or unaware)")
     p.add_argument("--bucket-key", help="column(s) that pick an append table's bucket (needed with --buckets)")
     p.add_argument("--option", action="append", type=a.option, help="a Paimon table option KEY=VALUE (repeatable)")
+    _client_args(p)
+
+    p = command("alter", "change a Paimon table's schema, as Paimon's ALTER TABLE: the flags apply in the order "
+                "given, as one new schema or not at all (a refusal gives Paimon's reason); types as --schema takes "
+                "them", f"{tables}:cmd_alter",
+                "flight_cli alter db.orders --add-column email:string --after name",
+                "flight_cli alter db.orders --add-column note:string --first",
+                "flight_cli alter db.orders --rename-column name customer",
+                "flight_cli alter db.orders --drop-column note",
+                "flight_cli alter db.orders --update-type amount:decimal(12,2)      # widening only",
+                "flight_cli alter db.orders --nullable region",
+                "flight_cli alter db.orders --not-null email      # with 'alter-column-null-to-not-null.disabled'=false",
+                "flight_cli alter db.orders --comment email 'where receipts go'",
+                "flight_cli alter db.orders --set snapshot.time-retained=2h",
+                "flight_cli alter db.orders --remove snapshot.time-retained",
+                "flight_cli alter db.orders --add-column email:string --set snapshot.num-retained.max=500   # one change")
+    p.add_argument("table", metavar="TABLE", help="DB.TABLE (or paimon:DB.TABLE)")
+    change = {"dest": "changes", "action": _Change}
+    p.add_argument("--add-column", metavar="NAME:TYPE", **change,
+                   help="add a nullable column at the end (or --after COL, --first), e.g. email:string")
+    p.add_argument("--after", metavar="COL", **change, help="with --add-column: put it after column COL")
+    p.add_argument("--first", nargs=0, **change, help="with --add-column: put it first")
+    p.add_argument("--rename-column", nargs=2, metavar=("OLD", "NEW"), **change, help="rename a column")
+    p.add_argument("--drop-column", metavar="NAME", **change, help="drop a column (not a key)")
+    p.add_argument("--update-type", metavar="NAME:TYPE", **change,
+                   help="widen a column's type (int32 to int64, decimal(10,2) to decimal(12,2)); it keeps its "
+                        "nullability unless TYPE ends with ! (NOT NULL)")
+    p.add_argument("--nullable", metavar="NAME", **change, help="make a column nullable")
+    p.add_argument("--not-null", metavar="NAME", **change, help="make a column NOT NULL (Paimon refuses it unless "
+                   "the table sets 'alter-column-null-to-not-null.disabled'=false)")
+    p.add_argument("--comment", nargs=2, metavar=("NAME", "TEXT"), **change, help="set a column's comment")
+    p.add_argument("--set", metavar="KEY=VALUE", **change, help="set a Paimon table option")
+    p.add_argument("--remove", metavar="KEY", **change, help="remove a Paimon table option (back to its default)")
     _client_args(p)
 
     p = command("drop", "drop a push table (its blocked writers and readers get an error) or a Paimon table "

@@ -21,6 +21,27 @@ def _columns(value, key: str, schema: pa.Schema, name: str) -> list[str]:
     return value
 
 
+def check_options(options: dict[str, str], primary_key: bool, action: str, name: str) -> None:
+    """Options this server refuses a table (`create_table`, and `alter_table` for the options it leaves)."""
+    producer = options.get("changelog-producer")
+    if producer in compat.COMPACTION_CHANGELOG:
+        raise InvalidRequest(
+            f"{action} {name!r}: changelog-producer {producer!r} has compaction write the changelog, and "
+            "this server's compaction writes none (nor does pypaimon), so its delta and follow reads would find "
+            "no changelog; use 'input' (the changelog is the rows written) or 'none'.")
+    if options.get("deletion-vectors.enabled", "").lower() == "true" and \
+            options.get("deletion-vectors.merge-on-read", "").lower() != "true":
+        raise InvalidRequest(
+            f"{action} {name!r}: with deletion-vectors.enabled, batch reads skip the rows no compaction has "
+            "yet turned into deletion vectors, and this server's compaction does not write them, so nothing it "
+            "writes would be read; set 'deletion-vectors.merge-on-read' to 'true' too, or leave deletion vectors off.")
+    bucket = options.get("bucket", "-1")
+    if not primary_key and bucket.lstrip("-").isdigit() and int(bucket) > 0 and "bucket-key" not in options:
+        raise InvalidRequest(
+            f"{action} {name!r}: an append table with fixed buckets needs option 'bucket-key' (the "
+            "columns that pick a row's bucket), e.g. {\"bucket\": \"4\", \"bucket-key\": \"id\"}.")
+
+
 def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> TableCreated:
     if len(schema) == 0:
         raise InvalidRequest(f"create_table {name!r}: the schema has no columns.")
@@ -30,26 +51,11 @@ def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_
                                                 for k, v in options.items()):
         raise InvalidRequest(f"create_table {name!r}: 'options' must map option names to strings, got {options!r}.")
     options = {k: str(v) for k, v in options.items()}
-    producer = options.get("changelog-producer")
-    if producer in compat.COMPACTION_CHANGELOG:
-        raise InvalidRequest(
-            f"create_table {name!r}: changelog-producer {producer!r} has compaction write the changelog, and "
-            "this server's compaction writes none (nor does pypaimon), so its delta and follow reads would find "
-            "no changelog; use 'input' (the changelog is the rows written) or 'none'.")
-    if options.get("deletion-vectors.enabled", "").lower() == "true" and \
-            options.get("deletion-vectors.merge-on-read", "").lower() != "true":
-        raise InvalidRequest(
-            f"create_table {name!r}: with deletion-vectors.enabled, batch reads skip the rows no compaction has "
-            "yet turned into deletion vectors, and this server's compaction does not write them, so nothing it "
-            "writes would be read; set 'deletion-vectors.merge-on-read' to 'true' too, or leave deletion vectors off.")
     if primary_keys and not set(partition_keys) <= set(primary_keys):
         raise InvalidRequest(
             f"create_table {name!r}: a primary-key table's partition keys must be part of its primary key "
             f"(Paimon's rule); add {sorted(set(partition_keys) - set(primary_keys))} to primary_keys.")
-    if not primary_keys and int(options.get("bucket", "-1")) > 0 and "bucket-key" not in options:
-        raise InvalidRequest(
-            f"create_table {name!r}: an append table with fixed buckets needs option 'bucket-key' (the "
-            "columns that pick a row's bucket), e.g. {\"bucket\": \"4\", \"bucket-key\": \"id\"}.")
+    check_options(options, bool(primary_keys), "create_table", name)
     try:
         compat.create_table(catalog, name, schema, primary_keys, partition_keys, options)
     except compat.ALREADY_EXISTS:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import structlog
 
-from flight_server.paimon import compat, create
+from flight_server.paimon import alter, compat, create
 from flight_server.paimon import follow
 from flight_server.paimon.guard import FilterGuard
 from flight_server.paimon.pins import SnapshotPins
@@ -24,7 +24,7 @@ from flight_server.paimon.scope import Scope, bucket_set, select_splits, ticket_
 from flight_server.source import Items, ReadPlan
 from flight_server.tickets import PaimonTicket
 from flight_server.wire import messages, names
-from flight_server.wire.actions import TableCreated
+from flight_server.wire.actions import TableAltered, TableCreated
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import PaimonRequest
 
@@ -186,6 +186,10 @@ class PaimonSource:
 
     def create_table(self, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> TableCreated:
         return create.create_table(self.catalog(), name, schema, primary_keys, partition_keys, options)
+
+    def alter_table(self, name: str, changes, check_options=None) -> TableAltered:
+        """Paimon's ALTER TABLE: `changes` checked, then applied as one new schema (paimon/alter.py)."""
+        return alter.alter_table(self.catalog(), self.table(name), name, changes, check_options)
 
     def tables(self) -> list[TableSummary]:
         out = []

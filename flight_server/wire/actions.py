@@ -247,6 +247,80 @@ class DeleteTagBody(Body):
     tag: str
 
 
+@dataclass(frozen=True)
+class SchemaChange(Body):
+    """One of Paimon's schema changes: `change` is its name (`CHANGE_KEYS`), the other keys what it
+    takes. Build them with the constructors below (`SchemaChange.add_column("email", "string")`)."""
+
+    STRICT: ClassVar[bool] = True
+    change: str
+    column: object = None  # the column it changes (a top-level column's name)
+    type: object = None  # add_column, update_column_type: a type as `--schema` takes it (`int64`, `decimal(10,2)`, `!` = NOT NULL)
+    comment: object = None  # add_column, update_column_comment
+    after: object = None  # add_column: the column it goes after
+    first: object = None  # add_column: true puts it first
+    new_name: object = None  # rename_column
+    nullable: object = None  # update_column_nullability: true or false
+    key: object = None  # set_option, remove_option: a Paimon table option
+    value: object = None  # set_option
+
+    @staticmethod
+    def add_column(column: str, type_spec: str, comment: str | None = None, after: str | None = None,
+                   first: bool = False) -> SchemaChange:
+        return SchemaChange(names.ADD_COLUMN, column, type=type_spec, comment=comment, after=after,
+                            first=first or None)
+
+    @staticmethod
+    def rename_column(column: str, new_name: str) -> SchemaChange:
+        return SchemaChange(names.RENAME_COLUMN, column, new_name=new_name)
+
+    @staticmethod
+    def drop_column(column: str) -> SchemaChange:
+        return SchemaChange(names.DROP_COLUMN, column)
+
+    @staticmethod
+    def update_column_type(column: str, type_spec: str) -> SchemaChange:
+        return SchemaChange(names.UPDATE_COLUMN_TYPE, column, type=type_spec)
+
+    @staticmethod
+    def update_column_nullability(column: str, nullable: bool) -> SchemaChange:
+        return SchemaChange(names.UPDATE_COLUMN_NULLABILITY, column, nullable=nullable)
+
+    @staticmethod
+    def update_column_comment(column: str, comment: str) -> SchemaChange:
+        return SchemaChange(names.UPDATE_COLUMN_COMMENT, column, comment=comment)
+
+    @staticmethod
+    def set_option(key: str, value: str) -> SchemaChange:
+        return SchemaChange(names.SET_OPTION, key=key, value=value)
+
+    @staticmethod
+    def remove_option(key: str) -> SchemaChange:
+        return SchemaChange(names.REMOVE_OPTION, key=key)
+
+
+# Each schema change: the keys it needs, and the ones it may take besides "change".
+CHANGE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    names.ADD_COLUMN: (("column", "type"), ("comment", "after", "first")),
+    names.RENAME_COLUMN: (("column", "new_name"), ()),
+    names.DROP_COLUMN: (("column",), ()),
+    names.UPDATE_COLUMN_TYPE: (("column", "type"), ()),
+    names.UPDATE_COLUMN_NULLABILITY: (("column", "nullable"), ()),
+    names.UPDATE_COLUMN_COMMENT: (("column", "comment"), ()),
+    names.SET_OPTION: (("key", "value"), ()),
+    names.REMOVE_OPTION: (("key",), ()),
+}
+
+
+@dataclass(frozen=True)
+class AlterTableBody(Body):
+    """Paimon's ALTER TABLE: `changes` (SchemaChange JSON objects) applied in order, as one schema change."""
+
+    STRICT: ClassVar[bool] = True
+    table: str
+    changes: object
+
+
 # -- results --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -340,6 +414,18 @@ class TableCreated(Message):
     schema: str
     primary_keys: list
     partition_keys: list
+    options: dict
+
+
+@dataclass(frozen=True)
+class TableAltered(Message):
+    """A Paimon table after alter_table: its new schema id, its columns as `list` prints them, the
+    comments of those that have one, and its options."""
+
+    table: str
+    schema_id: int
+    schema: str
+    comments: dict
     options: dict
 
 
@@ -696,6 +782,17 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            '`{"table", "tag": "T" or "T1,T2"}` (admin; Paimon\'s delete_tag; only the tag files go: what only a '
            "tag kept is left to expiry, see \"Tags\")",
            '`{"deleted": ["T", ...]}`'),
+    Action(names.ALTER_TABLE, AlterTableBody, TableAltered, ADMIN, (names.TABLE,),
+           "Change a Paimon table's schema, as Paimon's ALTER TABLE: add, rename or drop columns, change a column's "
+           "type (widening only), nullability or comment, set or remove options; the changes apply in order as one "
+           "new schema, or not at all (a refusal gives Paimon's reason).",
+           '`{"table", "changes": [{"change": "add_column", "column", "type", "comment"?, "after"?: COL, "first"?: '
+           'true}, {"change": "rename_column", "column", "new_name"}, {"change": "drop_column", "column"}, '
+           '{"change": "update_column_type", "column", "type"}, {"change": "update_column_nullability", "column", '
+           '"nullable"}, {"change": "update_column_comment", "column", "comment"}, {"change": "set_option", "key", '
+           '"value"}, {"change": "remove_option", "key"}]}` (admin; types as `--schema` takes them; see "Schema '
+           'evolution")',
+           '`{"table", "schema_id", "schema", "comments": {COL: TEXT}, "options"}` (`schema` as `list` prints it)'),
 )}
 assert set(ACTIONS) == set(names.ACTIONS)
 

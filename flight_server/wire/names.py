@@ -12,9 +12,15 @@ CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT = "create_table", "producer_state", 
 COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES = "compact", "expire_snapshots", "remove_orphan_files"
 COMMIT_STAGED, ABORT_STAGED = "commit_staged", "abort_staged"
 CREATE_TAG, DELETE_TAG = "create_tag", "delete_tag"  # Paimon's procedures of those names
+ALTER_TABLE = "alter_table"
 ACTIONS = (REGISTER, FAIL, DROP, COMMIT, STATS, OFFSETS, LATEST_SNAPSHOT, CONSUMER_PROGRESS, CONSUMER_COMMIT, HEALTH,
            CREATE_TABLE, PRODUCER_STATE, FIND_SNAPSHOT, COMPACT, EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES,
-           COMMIT_STAGED, ABORT_STAGED, CREATE_TAG, DELETE_TAG)
+           COMMIT_STAGED, ABORT_STAGED, CREATE_TAG, DELETE_TAG, ALTER_TABLE)
+
+# The schema changes of alter_table ("change" of each), Paimon's SchemaChange names.
+ADD_COLUMN, RENAME_COLUMN, DROP_COLUMN = "add_column", "rename_column", "drop_column"
+UPDATE_COLUMN_TYPE, UPDATE_COLUMN_NULLABILITY = "update_column_type", "update_column_nullability"
+UPDATE_COLUMN_COMMENT, SET_OPTION, REMOVE_OPTION = "update_column_comment", "set_option", "remove_option"
 
 # Keys of a Paimon read command; "table" names the table.
 TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT = "table", "snapshot", "from_snapshot", "to_snapshot"
