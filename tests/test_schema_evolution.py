@@ -120,3 +120,19 @@ def test_a_stream_opened_before_an_alter_goes_on_and_its_rows_read_with_the_new_
     got = rows(client, "db.t")
     assert [r["id"] for r in got] == list(range(1, seq + 2))  # every batch once, none lost over the change
     assert all(r == {"id": r["id"], "label": f"s{r['id']}", "x": None} for r in got), got
+
+
+@pytest.mark.parametrize("keys", [[], ["id"]])
+def test_a_job_staged_before_an_alter_commits_after_it_with_the_new_schema(client, warehouse, keys):
+    """An append table's attempt is files of the old schema (Paimon reads them with the new one); a
+    primary-key table's waits in rows, written at the commit in the new schema."""
+    client.create_table("db.t", V0, primary_keys=keys, options={"bucket": "2"} if keys else None)
+    client.stage("db.t", "job-1", "a0", V0, [v0([1, 2])])
+    alter(warehouse, "db.t", add_column("x"), rename_column("s", "label"))
+    put(client, "db.t", [pa.record_batch([pa.array([3], pa.int64()), pa.array(["new"]), pa.array([30], pa.int64())],
+                                         schema=pa.schema([*V0.set(1, pa.field("label", pa.string())),
+                                                           ("x", pa.int64())]))])
+    committed = client.commit_staged("db.t", "job-1", ["a0"])
+    assert committed.rows == 2
+    assert rows(client, "db.t") == [{"id": 1, "label": "s1", "x": None}, {"id": 2, "label": "s2", "x": None},
+                                    {"id": 3, "label": "new", "x": 30}]

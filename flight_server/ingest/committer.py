@@ -291,8 +291,9 @@ class TableCommitter:
 
     def commit_rows(self, batches, producer: str | None, seq: int | None,
                     timeout: float = STAGED_ROWS_TIMEOUT_S, extra: dict[str, str] | None = None) -> tuple[int | None, bool]:
-        """Write `batches()` with a writer of their own and commit them as one snapshot of their own
-        (a staged job's rows, for a table whose one writer owns its keys' buckets); as
+        """Write `batches()` (pairs of a batch and the schema version it was conformed to: it is
+        evolved to the current one) with a writer of their own and commit them as one snapshot of
+        their own (a staged job's rows, for a table whose one writer owns its keys' buckets); as
         `commit_messages` otherwise."""
 
         def write_and_commit() -> tuple[int | None, bool]:
@@ -305,10 +306,10 @@ class TableCommitter:
             writer, messages = builder.new_write(), []  # made, used and closed on this thread
             try:
                 wrote = False
-                for batch in batches():
+                for batch, columns in batches():
                     self._check_open()
                     if batch.num_rows:
-                        writer.write_arrow_batch(batch)
+                        writer.write_arrow_batch(evolve(batch, columns, self.columns, f"Paimon table {self.name!r}"))
                         wrote = True
                 if wrote:
                     messages = writer.prepare_commit(self._ident + 1)

@@ -62,6 +62,7 @@ class _Attempt:
     rows: int
     spill: str | None = None  # its rows in an Arrow IPC file of this server, to be written at the commit
     identity: str | None = None  # the table's (compat.table_identity) when it was staged
+    columns: compat.Columns | None = None  # the table's schema version its rows were conformed to
     state: str = STAGED
     handed: bool = False  # given to a commit once: its table files are never deleted here
 
@@ -98,14 +99,16 @@ class _Spill:
             self._sink.close()
 
 
-def _read_spills(paths: list[str]):
+def _read_spills(attempts: list[_Attempt]):
+    """Each spilled batch with the schema version it was conformed to (the commit evolves it to the
+    table's current one)."""
     import pyarrow as pa
 
-    for path in paths:
-        with pa.memory_map(path) as source:
+    for attempt in attempts:
+        with pa.memory_map(attempt.spill) as source:
             reader = pa.ipc.open_file(source)
             for i in range(reader.num_record_batches):
-                yield reader.get_batch(i)
+                yield reader.get_batch(i), attempt.columns
 
 
 def _committed_in(snap) -> Committed:
@@ -241,7 +244,7 @@ class Staging:
         if prepared is None:
             raise WrongState(f"The stream into {target.label} ended without its end marker; nothing was staged.")
         attempt = _Attempt(prepared, rows, writer.path if isinstance(writer, _Spill) else None,
-                           identity=compat.table_identity(table))
+                           identity=compat.table_identity(table), columns=compat.columns_of(table))
         refused: BaseException | None = None
         with self._lock:
             try:  # staged meanwhile under the same id, or by another principal, or committed meanwhile
@@ -343,7 +346,7 @@ class Staging:
         began_ms = int(time.time() * 1000)
         try:
             self._check_files(name, chosen, stage_id)
-            spills = [a.spill for a in chosen if a.spill is not None]
+            spills = [a for a in chosen if a.spill is not None]
             if spills:
                 snapshot, skipped = committer.commit_rows(lambda: _read_spills(spills), producer, seq, extra=extra)
             else:

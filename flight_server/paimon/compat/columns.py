@@ -11,7 +11,9 @@ import pyarrow as pa
 
 @dataclass(frozen=True)
 class Columns:
-    """One schema version of a table: its id, its columns as Arrow, each column's field id."""
+    """One schema version of a table: its id, its columns as Arrow, each column's field id.
+
+    Read from pypaimon 2.1.0: see `columns_of`."""
 
     schema_id: int
     arrow: pa.Schema
