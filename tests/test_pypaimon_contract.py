@@ -48,6 +48,7 @@ PRIVATE_CALLABLES = {
     "_write_data_to_file": ("pypaimon.write.writer.key_value_data_writer", "KeyValueDataWriter"),
     "_create_data_file_meta": ("pypaimon.write.writer.key_value_data_writer", "KeyValueDataWriter"),
     "_process_data": ("pypaimon.write.writer.key_value_data_writer", "KeyValueDataWriter"),
+    "_new_input_stream_with_known_size": ("pypaimon.filesystem.caching_file_io", "CachingFileIO"),
 }
 # Private instance attributes compat reads (checked on real objects in
 # test_the_attributes_compat_reads_and_sets_are_there).
@@ -100,6 +101,8 @@ SIGNATURES = {
         (["self", "partition", "bucket", "index_file", "file_io"], []),
     ("pypaimon.read.interval_partition", "IntervalPartition.__init__"): (["self", "input_files"], []),
     ("pypaimon.read.merge_engine_support", "check_supported"): (["table"], []),
+    ("pypaimon.filesystem.caching_file_io", "CachingFileIO._new_input_stream_with_known_size"):
+        (["self", "path", "file_size"], []),
 }
 
 # The hooks compat.MergedRunWriter overrides: their exact parameters in pypaimon 2.1.0.
@@ -465,3 +468,111 @@ def test_each_commit_attempt_is_made_with_the_keywords_compats_guard_reads():
         names = {k.arg for k in call.keywords}
         wanted = {"retry_result", "commit_kind", "commit_identifier", "latest_snapshot", "snapshot_properties"}
         assert wanted <= names, f"_try_commit no longer passes {sorted(wanted - names)} to _try_commit_once by name"
+
+
+# -- tables other Paimon versions share ------------------------------------------------------
+
+# The DataFileMeta fields Java Paimon 0.9's manifests have (its DataFileMeta.SCHEMA); pypaimon 2.1
+# has the later ones too and indexes `_VALUE_STATS_COLS`.
+PAIMON_09_FILE_FIELDS = ["_FILE_NAME", "_FILE_SIZE", "_ROW_COUNT", "_MIN_KEY", "_MAX_KEY", "_KEY_STATS",
+                         "_VALUE_STATS", "_MIN_SEQUENCE_NUMBER", "_MAX_SEQUENCE_NUMBER", "_SCHEMA_ID", "_LEVEL",
+                         "_EXTRA_FILES", "_CREATION_TIME", "_DELETE_ROW_COUNT", "_EMBEDDED_FILE_INDEX",
+                         "_FILE_SOURCE"]
+
+
+def _as_paimon_09(manifest: Path) -> None:
+    """Rewrite a manifest as Java Paimon 0.9 writes it: its `_FILE` record without the fields
+    Paimon added after 0.9."""
+    import json
+
+    import fastavro
+
+    with manifest.open("rb") as f:
+        reader = fastavro.reader(f)
+        schema = json.loads(reader.metadata["avro.schema"])
+        records = list(reader)
+    file_type = next(fld["type"] for fld in schema["fields"] if fld["name"] == "_FILE")
+    file_type["fields"] = [fld for fld in file_type["fields"] if fld["name"] in PAIMON_09_FILE_FIELDS]
+    for r in records:
+        r["_FILE"] = {k: v for k, v in r["_FILE"].items() if k in PAIMON_09_FILE_FIELDS}
+    with manifest.open("wb") as f:
+        fastavro.writer(f, schema, records, codec="deflate")
+
+
+def test_manifests_an_older_paimon_wrote_read_with_their_absent_fields_defaulted(wh, warehouse):
+    """read_older_manifests (every catalog compat creates): a table whose manifests lack the
+    fields Paimon added after 0.9 reads, plans, merges and commits through compat's catalog,
+    value stats included; a plain pypaimon catalog still fails on them (when it stops, pypaimon
+    reads them itself and the wrap can go)."""
+    from pypaimon.manifest.schema.data_file_meta import DATA_FILE_META_SCHEMA
+
+    later = [f for f in DATA_FILE_META_SCHEMA["fields"] if f["name"] not in PAIMON_09_FILE_FIELDS]
+    assert later and all("default" in f for f in later), \
+        f"pypaimon's DATA_FILE_META_SCHEMA has fields after Paimon 0.9's without a default: {later}"
+    name = wh.create("older", buckets=2, primary_keys=["id"])
+    native = compat.native_write_table(wh.catalog.get_table(name))  # its files have every column's stats
+    commit_arrow(native, rows(0, 10))
+    commit_arrow(native, rows(5, 10, tag="w"))
+    manifests = [p for p in (Path(warehouse) / "db.db" / "older" / "manifest").glob("manifest-*")
+                 if not p.name.startswith("manifest-list-")]
+    assert len(manifests) == 2
+    for m in manifests:
+        _as_paimon_09(m)
+    with pytest.raises(KeyError, match="_VALUE_STATS_COLS"):
+        wh.read(name)
+
+    table = compat.create_catalog(warehouse).get_table(name)
+    rb = table.new_read_builder()
+    got = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    assert sorted(zip(got.column("id").to_pylist(), got.column("name").to_pylist())) == \
+        [(i, f"v{i}") for i in range(5)] + [(i, f"w{i}") for i in range(5, 15)]
+    entries = [e for m in manifests for e in compat.manifest_reader(table)(m.name, drop_stats=False)]
+    for e in entries:  # value stats of every column, as Paimon 1.x reads a null _VALUE_STATS_COLS
+        low, high = e.file.value_stats.min_values, e.file.value_stats.max_values
+        assert 0 <= low.get_field(0) <= high.get_field(0) < 15 and low.get_field(1)[0] in "vw", e.file
+    assert all(e.file.value_stats_cols is None and e.file.external_path is None for e in entries)
+    commit_arrow(table, rows(15, 5))  # a commit reads the older manifests to detect conflicts
+    compat.merge_manifests_on_commit(commit := table.new_batch_write_builder().new_commit(), min_count=2)
+    write = table.new_batch_write_builder().new_write()
+    try:
+        write.write_arrow(rows(20, 5))
+        commit.commit(write.prepare_commit())  # merges the older manifests into one of this version
+    finally:
+        write.close()
+        commit.close()
+    got = rb.new_read().to_arrow(table.new_read_builder().new_scan().plan().splits())
+    assert sorted(got.column("id").to_pylist()) == list(range(25))
+
+
+def test_the_native_writer_leaves_out_the_key_columns_and_compats_writers_add_them(wh):
+    """pypaimon-rust writes a primary-key table's files without `_KEY_<pk>` (which Paimon 0.9
+    requires); compat.native_write_table's writers (stream and batch) add them, and pypaimon reads
+    the files as before. When the native writer writes them itself, add_key_columns has nothing
+    left to do (and can go)."""
+    import pyarrow.parquet as pq
+
+    name = wh.create("keys", buckets=1, primary_keys=["id"])
+    table = wh.catalog.get_table(name)
+    bucket = Path(table.table_path) / "bucket-0"
+    commit_arrow(table.copy({"write.native.enabled": "true"}), rows(0, 10))
+    thin = [pq.read_schema(p).names for p in bucket.glob("*.parquet")]
+    assert thin and all(not any(n.startswith(compat.KEY_PREFIX) for n in names) for names in thin), \
+        f"pypaimon-rust now writes the key columns itself: {thin}"
+    before = set(bucket.glob("*.parquet"))
+    commit_arrow(compat.native_write_table(table), rows(10, 10))  # the batch builder
+    native = compat.native_write_table(table)
+    builder = native.new_stream_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    try:
+        write.write_arrow(rows(20, 10, tag="s"))
+        commit.commit(write.prepare_commit(0), 0)
+    finally:
+        write.close()
+        commit.close()
+    written = set(bucket.glob("*.parquet")) - before
+    assert len(written) == 2
+    for p in written:
+        assert pq.read_schema(p).names[:3] == ["_KEY_id", compat.SEQUENCE, compat.KIND], pq.read_schema(p).names
+    metas = {e.file.file_name: e.file.file_size for e in compat.live_entries(table, 3)}
+    assert all(metas[p.name] == p.stat().st_size for p in written), "the metas carry the rewritten sizes"
+    assert sorted(wh.read(name).column("id").to_pylist()) == list(range(30))

@@ -37,12 +37,18 @@ def catalog_options(warehouse: str, options: dict[str, str] | None = None) -> di
 
 
 def create_catalog(warehouse: str, options: dict[str, str] | None = None):
-    """The catalog; on a local warehouse its renames never replace a file (see `_no_clobber`).
+    """The catalog; on a local warehouse its renames never replace a file (see `_no_clobber`),
+    and its tables read the manifests older Paimon versions wrote (`manifests.read_older_manifests`).
 
     Read from pypaimon 2.1.0: `CatalogFactory.create` (public); a filesystem catalog's `file_io`
     is the one its tables get."""
+    from flight_server.paimon.compat.manifests import read_older_manifests
+
     catalog = CatalogFactory.create(catalog_options(warehouse, options))
-    _no_clobber(getattr(catalog, "file_io", None))
+    file_io = getattr(catalog, "file_io", None)
+    _no_clobber(file_io)
+    if file_io is not None:
+        read_older_manifests(file_io)
     return catalog
 
 
@@ -178,8 +184,48 @@ def native_write_table(table):
     writer for fixed buckets and primary keys (docs/benchmarks.md); pypaimon falls back to Python
     by itself for what the native writer does not support.
 
-    Read from pypaimon 2.1.0: the `write.native.enabled` option, `table.copy(options)`."""
-    return table.copy({"write.native.enabled": "true"})
+    A primary-key table's writers (of either builder) give the files they wrote the key columns
+    before their commit messages are handed out (`merge_tree.add_key_columns`): the native writer
+    leaves them out, and Paimon before 1.0 cannot read such files. Only this copy of the table,
+    its builders and their writers change (their own methods); no class.
+
+    Read from pypaimon 2.1.0: the `write.native.enabled` option, `table.copy(options)`;
+    `new_stream_write_builder()` and `new_batch_write_builder()`, their `new_write()`, and its
+    `prepare_commit(...)` returning CommitMessages."""
+    native = table.copy({"write.native.enabled": "true"})
+    if table.primary_keys:
+        _with_key_columns(native)
+    return native
+
+
+def _with_key_columns(table) -> None:
+    """See `native_write_table`. Read from pypaimon 2.1.0: see `native_write_table`."""
+    from flight_server.paimon.compat.merge_tree import add_key_columns
+
+    def wrap_builder(make):
+        def new_builder(*args, **kwargs):
+            builder = make(*args, **kwargs)
+            new_write = builder.new_write
+
+            def wrapped_new_write(*a, **k):
+                writer = new_write(*a, **k)
+                prepare = writer.prepare_commit
+
+                def prepare_commit(*pa_, **pk):
+                    messages = prepare(*pa_, **pk)
+                    add_key_columns(table, messages)
+                    return messages
+
+                writer.prepare_commit = prepare_commit
+                return writer
+
+            builder.new_write = wrapped_new_write
+            return builder
+
+        return new_builder
+
+    table.new_stream_write_builder = wrap_builder(table.new_stream_write_builder)
+    table.new_batch_write_builder = wrap_builder(table.new_batch_write_builder)
 
 
 def shares_buckets(table) -> bool:

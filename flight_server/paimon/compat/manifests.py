@@ -8,7 +8,12 @@ these, as Java Paimon's FileStoreScan, ManifestList and ManifestFile read them.
 
 from __future__ import annotations
 
+import copy
+import json
+import threading
 import uuid
+from collections import OrderedDict
+from io import BytesIO
 
 MANIFEST_MERGE_MIN_COUNT = 30  # Paimon's `manifest.merge-min-count` default
 # Merged manifests are cut at this size, not at `manifest.target-file-size` (8 MiB): a merge holds
@@ -122,6 +127,110 @@ def index_file_path(table, entry, file_io) -> str:
     if index_file.index_type in ("DELETION_VECTORS", "HASH"):
         return factory.bucket_index_path(tuple(entry.partition.values), entry.bucket, index_file, file_io)
     return index_file.external_path or factory.global_index_path_factory().to_path(index_file.file_name)
+
+
+# -- manifests older Paimon versions wrote ----------------------------------------------------
+
+UPGRADED_BYTES_KEPT = 8 << 20  # older manifests kept upgraded, by size (a manifest file never changes)
+
+
+def read_older_manifests(file_io) -> None:
+    """Make `file_io` (a catalog's, which its tables share) hand pypaimon every manifest file as
+    this pypaimon's manifest schema has it: the fields a file lacks, which an older Paimon wrote,
+    with their defaults, as Paimon reads an older manifest (Avro schema resolution: an absent
+    field takes its default).
+
+    pypaimon 2.1 indexes fields that Java Paimon 0.9's manifests do not have (`_VALUE_STATS_COLS`,
+    since Paimon 1.0; `_EXTERNAL_PATH`, `_FIRST_ROW_ID`, `_WRITE_COLS` later): once Java 0.9
+    commits to a table, every read of its manifests fails KeyError '_VALUE_STATS_COLS' (scans,
+    deltas, follows, commits, maintenance). A manifest whose writer schema lacks a field of
+    `DATA_FILE_META_SCHEMA` is decoded and written again in memory with the field (null, its
+    default, for all of them: `_VALUE_STATS_COLS` null means every column has stats, as Paimon
+    1.x reads it); the upgraded bytes of the last few are kept. Manifests this pypaimon (or Paimon
+    1.0 and later) wrote, manifest lists, index manifests and data files pass through as they are.
+
+    Only this FileIO object changes (its own `new_input_stream`, or a caching FileIO's
+    `_new_input_stream_with_known_size`); no class and no other FileIO.
+
+    Read from pypaimon 2.1.0: `ManifestFileManager.read` opens `<table>/manifest/manifest-<uuid>-N`
+    through `caching_file_io._open_input_stream_with_known_size(file_io, path, size)`, which calls
+    a CachingFileIO's `_new_input_stream_with_known_size(path, size)` or else
+    `file_io.new_input_stream(path)`, reads it whole and decodes it with its writer schema
+    (fastavro); `pypaimon.manifest.schema.data_file_meta.DATA_FILE_META_SCHEMA` (fields with
+    their defaults)."""
+    from pypaimon.manifest.schema.data_file_meta import DATA_FILE_META_SCHEMA
+
+    kept: OrderedDict[str, bytes] = OrderedDict()
+    lock = threading.Lock()
+
+    def upgraded(path: str, stream):
+        name = path.rstrip("/").rsplit("/", 2)
+        if len(name) < 2 or name[-2] != "manifest" or not name[-1].startswith("manifest-") \
+                or name[-1].startswith("manifest-list-"):
+            return stream
+        with lock:
+            data = kept.get(path)
+            if data is not None:
+                kept.move_to_end(path)
+        if data is not None:
+            stream.close()
+            return BytesIO(data)
+        with stream:
+            data = stream.read()
+        new = _with_absent_fields(data, DATA_FILE_META_SCHEMA["fields"], path)
+        if new is None:
+            return BytesIO(data)
+        with lock:
+            kept[path] = new
+            while sum(map(len, kept.values())) > UPGRADED_BYTES_KEPT and len(kept) > 1:
+                kept.popitem(last=False)
+        return BytesIO(new)
+
+    if hasattr(file_io, "_new_input_stream_with_known_size"):  # a CachingFileIO: new_input_stream calls it
+        opened_known = file_io._new_input_stream_with_known_size
+
+        def new_input_stream_with_known_size(path, file_size):
+            return upgraded(path, opened_known(path, file_size))
+
+        file_io._new_input_stream_with_known_size = new_input_stream_with_known_size
+    else:
+        opened = file_io.new_input_stream
+
+        def new_input_stream(path):
+            return upgraded(path, opened(path))
+
+        file_io.new_input_stream = new_input_stream
+
+
+def _with_absent_fields(data: bytes, fields: list, path: str) -> bytes | None:
+    """A manifest's bytes again with the fields of `fields` its `_FILE` record lacks (each with
+    its default), or None when it lacks none.
+
+    Read from pypaimon 2.1.0: manifests are Avro files (fastavro) whose `_FILE` field is the
+    DataFileMeta record; see `read_older_manifests`."""
+    import fastavro
+
+    reader = fastavro.reader(BytesIO(data))  # reads the header only, until iterated
+    schema = json.loads(reader.metadata["avro.schema"])
+    file_type = next((f["type"] for f in schema.get("fields", []) if f.get("name") == "_FILE"), None)
+    if not isinstance(file_type, dict) or not isinstance(file_type.get("fields"), list):
+        return None
+    have = {f["name"] for f in file_type["fields"]}
+    absent = [f for f in fields if f["name"] not in have]
+    if not absent:
+        return None
+    for f in absent:
+        if "default" not in f:
+            raise ValueError(f"The manifest {path} lacks the field {f['name']}, which has no default to read it with.")
+    file_type["fields"] += [copy.deepcopy(f) for f in absent]
+    records = []
+    for record in reader:
+        for f in absent:
+            record["_FILE"][f["name"]] = f["default"]
+        records.append(record)
+    out = BytesIO()
+    fastavro.writer(out, schema, records, codec="null")
+    return out.getvalue()
 
 
 # -- the manifest merge of a commit ---------------------------------------------------------

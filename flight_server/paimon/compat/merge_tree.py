@@ -141,3 +141,61 @@ class MergedRunWriter(KeyValueDataWriter):
         meta.delete_row_count = self._retracts
         meta.file_source = COMPACT_SOURCE
         return meta
+
+
+# Java Paimon's SpecialFields.KEY_FIELD_ID_START: a key column's field id is this plus its field's.
+KEY_FIELD_ID_START = (2**31 - 1) // 2
+
+
+def add_key_columns(table, messages: list) -> None:
+    """Give the primary-key data files that uncommitted commit messages name the key columns
+    (`_KEY_<pk>`, first, as Paimon's key-value layout has them) where they lack them, in place,
+    and their new sizes to their metas.
+
+    pypaimon-rust's native writer writes a primary-key table's files without the key columns
+    (Paimon 1.0's `data-file.thin-mode`, which the table does not declare and Paimon 0.9 does
+    not know): Java Paimon 0.9 then fails "Required column is missing in data file. Col:
+    [_KEY_id]". A file is read back and written again (same compression, one row group per
+    original one) before anything names it; files that have them (pypaimon's Python writer's,
+    other formats) are left alone.
+
+    Read from pypaimon 2.1.0: `CommitMessage.new_files`, `changelog_files`, `compact_after`,
+    `compact_changelog_files`, `partition`, `bucket`; `DataFileMeta.file_name`, `file_size` (set
+    here); `table.primary_keys`, `table.file_io` (`new_input_stream`, `new_output_stream`)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from flight_server.paimon.compat.manifests import data_file_path
+
+    keys = list(table.primary_keys or [])
+    if not keys:
+        return
+    ids = {f.name: f.id for f in table.table_schema.fields}
+    file_io = table.file_io
+    for message in messages:
+        for meta in [*message.new_files, *message.changelog_files, *getattr(message, "compact_after", []),
+                     *getattr(message, "compact_changelog_files", [])]:
+            if not meta.file_name.endswith(".parquet"):
+                continue
+            path = data_file_path(table, tuple(message.partition), message.bucket, meta)
+            with file_io.new_input_stream(path) as stream:
+                data = stream.read()
+            parquet = pq.ParquetFile(io.BytesIO(data))
+            schema = parquet.schema_arrow
+            if any(name.startswith(KEY_PREFIX) for name in schema.names):
+                continue
+            rows = parquet.read()
+            metadata = parquet.metadata
+            compression = metadata.row_group(0).column(0).compression if metadata.num_row_groups else "ZSTD"
+            group_rows = max([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] or [1])
+            for i, key in enumerate(keys):
+                field = schema.field(key)
+                rows = rows.add_column(i, pa.field(f"{KEY_PREFIX}{key}", field.type, nullable=False, metadata={
+                    b"PARQUET:field_id": str(KEY_FIELD_ID_START + ids[key]).encode()}), rows.column(key))
+            out = io.BytesIO()
+            pq.write_table(rows, out, compression=compression, row_group_size=group_rows)
+            written = out.getvalue()
+            with file_io.new_output_stream(path) as stream:
+                stream.write(written)
+            meta.file_size = len(written)

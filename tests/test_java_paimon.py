@@ -1,0 +1,86 @@
+"""Tables shared with Java Paimon (0.9, tests/java_paimon.py): what Java commits the server serves
+and keeps writing, and what the server writes Java reads, at every snapshot. Real server on
+loopback, real tables, real JVMs; skipped with a reason where Java or the Paimon jar is missing."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from tests.conftest import wait_for
+from tests.java_paimon import java_paimon  # noqa: F401  (a fixture)
+from tests.paimon_tables import Follower, command, info, read_all
+
+pytestmark = pytest.mark.timeout(600)
+
+POLL = {"poll_interval_ms": 50}
+FIELDS = [["id", "bigint!"], ["name", "string"]]
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+
+
+def batch(ids, tag="s") -> pa.RecordBatch:
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"{tag}{i}" for i in ids])], schema=SCHEMA)
+
+
+def by_id(rows) -> dict[int, str]:
+    rows = rows.to_pylist() if isinstance(rows, pa.Table) else rows
+    return {r["id"]: r["name"] for r in rows}
+
+
+def ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+def java_rows(ids_, tag="j") -> list[dict]:
+    return [{"id": i, "name": f"{tag}{i}"} for i in ids_]
+
+
+# -- the server serves what Java wrote -------------------------------------------------------
+
+
+@pytest.mark.parametrize("primary_key", [False, True], ids=["append", "primary-key"])
+def test_the_server_serves_and_writes_a_table_java_committed(java_paimon, client, primary_key):  # noqa: F811
+    t = "db.j"
+    java_paimon.create(t, FIELDS, primary_keys=["id"] if primary_key else [], options={"bucket": "2"} if primary_key
+                       else {"bucket": "-1"})
+    s1 = java_paimon.write(t, java_rows(range(0, 5)))
+    follows = [Follower(client, e) for e in
+               info(client, command({"table": t, "follow": True, "start": "earliest", **POLL})).endpoints]
+    s2 = java_paimon.write(t, java_rows(range(5, 10)))
+
+    _, full = read_all(client, command({"table": t}))
+    assert ids(full) == list(range(10))
+    _, pinned = read_all(client, command({"table": t, "snapshot": s1}))
+    assert ids(pinned) == list(range(5))
+    _, delta = read_all(client, command({"table": t, "from_snapshot": s1, "to_snapshot": s2}))
+    assert ids(delta) == list(range(5, 10))
+    wait_for(lambda: sum(f.rows() for f in follows) >= 10, "10 rows from the follows")
+    stats = client.stats(table=t).paimon[t]  # read from Java's manifests
+    assert (stats.latest_snapshot, stats.records) == (s2, 10)
+
+    # a named producer writes on top of Java's commits (the server's group commit merges them)
+    with client.paimon_sink(t, producer="p1") as sink:
+        sink.write(batch(range(100, 103)))
+    wait_for(lambda: sum(f.rows() for f in follows) >= 13, "13 rows from the follows")
+    assert sorted(r for f in follows for _, b in f.take() for r in b.column("id").to_pylist()) == \
+        [*range(10), *range(100, 103)]
+    for f in follows:
+        f.cancel()
+    _, full = read_all(client, command({"table": t}))
+    assert ids(full) == [*range(10), *range(100, 103)]
+    # Java commits again after the server, and reads it all
+    java_paimon.write(t, java_rows(range(10, 12)))
+    assert sorted(by_id(java_paimon.read(t))) == [*range(12), *range(100, 103)]
+    with client.paimon_sink(t, producer="p1") as sink:
+        assert sink.last_seq == 0
+        sink.write(batch(range(103, 105)), seq=1)
+    _, full = read_all(client, command({"table": t}))
+    assert ids(full) == [*range(12), *range(100, 105)]
+
+    # the server's maintenance over Java's manifests
+    client.compact(t)
+    assert client.expire_snapshots(t, retain_max=1, retain_min=1).expired > 0
+    client.remove_orphan_files(t, older_than=0)
+    assert sorted(by_id(java_paimon.read(t))) == [*range(12), *range(100, 105)]
+    _, full = read_all(client, command({"table": t}))
+    assert ids(full) == [*range(12), *range(100, 105)]
