@@ -162,3 +162,35 @@ def test_a_rollback_by_another_tool_is_seen_by_the_running_server(warehouse):
     finally:
         client.close()
         server.stop()
+
+
+def test_a_drop_whose_delete_another_writer_raced_after_the_schema_went_still_drops(warehouse):
+    """Found by chaos ("two servers: drop and create on one while the other serves streams", seed
+    11, runs 2 and 3): the drop's first delete removed the table's schema, then failed (ENOTEMPTY)
+    on a file the other server wrote meanwhile; the next attempt asked pypaimon to drop a table
+    whose schema was gone, which is "not found", and the drop answered NOT_FOUND "does not exist"
+    with the table's directory left behind. The attempts after the first delete the directory."""
+    import errno
+    import os
+    import shutil
+
+    from flight_server.paimon import compat
+
+    catalog = compat.create_catalog(warehouse)
+    catalog.create_database("db", True)
+    compat.create_table(catalog, "db.t", SCHEMA, None, None, None)
+    directory = os.path.join(warehouse, "db.db", "t")
+    delete, calls = catalog.file_io.delete, []
+
+    def raced(path, recursive=False):  # the first delete: the schema goes, then another writer's file
+        calls.append(path)
+        if len(calls) == 1:
+            shutil.rmtree(os.path.join(directory, "schema"))
+            raise OSError(errno.ENOTEMPTY, "Directory not empty", directory)
+        return delete(path, recursive)
+
+    catalog.file_io.delete = raced
+    assert compat.drop_table(catalog, "db.t") is True
+    assert len(calls) == 2 and not os.path.exists(directory)
+    with pytest.raises(compat.NOT_FOUND_ERRORS):
+        compat.drop_table(catalog, "db.t")  # a table that is not there is still NOT_FOUND

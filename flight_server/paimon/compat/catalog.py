@@ -115,11 +115,21 @@ def drop_table(catalog, name: str) -> bool:
     directory while it was deleted (a server or job still writing into it), attempt after attempt.
     Raises NOT_FOUND_ERRORS when there is no such table.
 
-    Read from pypaimon 2.1.0: `catalog.drop_table(identifier)` (public) deletes the table's
-    directory recursively; a file created in it meanwhile fails the delete with ENOTEMPTY."""
-    for _ in range(DROP_ATTEMPTS):
+    A delete that failed may have removed the schema already, so the attempts after the first
+    delete the table's directory itself: through `catalog.drop_table` again, a table whose schema
+    is gone is "not found", and the drop answered NOT_FOUND with its directory left behind.
+
+    Read from pypaimon 2.1.0: `catalog.drop_table(identifier)` (public) checks that the table exists
+    (`get_table`), then deletes its directory recursively (`table.file_io.delete(table.table_path,
+    True)`, False when the path is gone); a file created in it meanwhile fails the delete with
+    ENOTEMPTY."""
+    table = catalog.get_table(name)
+    for attempt in range(DROP_ATTEMPTS):
         try:
-            catalog.drop_table(name)
+            if attempt == 0:
+                catalog.drop_table(name)
+            else:
+                table.file_io.delete(table.table_path, True)
             return True
         except OSError as e:
             if e.errno != errno.ENOTEMPTY:
