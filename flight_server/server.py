@@ -20,7 +20,7 @@ import pyarrow.flight as flight
 import structlog
 
 from flight_server import actions
-from flight_server.auth import READ, WRITE, Access, AuthConfig
+from flight_server.auth import ADMIN, READ, WRITE, Access, AuthConfig
 from flight_server.status import install_clean_details, status_name, to_flight
 from flight_server.ingest.ingest import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_WRITERS, Ingest
 from flight_server.limits import StreamSlots, TableBudget
@@ -229,6 +229,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         with _call(self, "do_put", context) as call:
             target = descriptors.write_target(*_parts(descriptor))
             _require(call, WRITE, target)
+            if isinstance(target, WriteTarget) and target.merge_schema:  # it alters the table, as alter_table does
+                _require(call, ADMIN, target)
             call.fields.update({k: v for k, v in target.log_fields().items() if v is not None})
             call.count_as(target.kind, target.table, "in")
             if target.kind == names.PAIMON:
@@ -259,6 +261,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         def send_ack(ack: bytes) -> None:
             writer.write(pa.py_buffer(ack))
 
+        if target.merge_schema:  # the stream's new columns join the table before any batch is looked at
+            self.ingest.merge_schema(target.table, reader.schema)
         if target.stage is not None:  # a job's attempt: its stage belongs to the caller's principal
             self.ingest.staging.put(target, reader.schema, chunks(), send_ack, call.fields, call.access.name)
             return

@@ -217,12 +217,14 @@ class Client:
         return len(batches)
 
     def stage(self, table: str, stage: str, attempt: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch],
-              call_timeout: float | None = None) -> int:
+              call_timeout: float | None = None, merge_schema: bool = False) -> int:
         """Stage one attempt of a job's task: the batches are written into files of Paimon table
         `table` but not committed until `commit_staged` names the attempt (with the job's other
         attempts, in one snapshot); `abort_staged` discards them. Returns the batches staged;
-        raises if the stream failed (then nothing of this attempt is staged)."""
-        descriptor = flight.FlightDescriptor.for_command(json.dumps(names.stage_command(table, stage, attempt)))
+        raises if the stream failed (then nothing of this attempt is staged). `merge_schema`: the
+        columns of `schema` the table lacks are added to it first (the admin grant)."""
+        descriptor = flight.FlightDescriptor.for_command(
+            json.dumps(names.stage_command(table, stage, attempt, merge_schema)))
         writer, acks = self.flight.do_put(descriptor, schema, options=self.options(call_timeout))
         drained: list[BaseException] = []
 
@@ -350,7 +352,8 @@ class Client:
 
     def paimon_sink(self, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
                     call_timeout: float | None = None, max_unacked: int = DEFAULT_MAX_UNACKED,
-                    max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES) -> PaimonSink:
+                    max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES,
+                    merge_schema: pa.Schema | None = None) -> PaimonSink:
         """A durable writer into Paimon table `table`: `write` batches, `close` returns once every
         batch is committed. A named `producer` is exactly-once: it resumes after the table's
         `last_seq` and, if the server goes away, reconnects and resends only what the table lacks.
@@ -358,8 +361,11 @@ class Client:
         CANCELLED), within `reconnect_timeout` s; a user's mistake (NOT_FOUND, INVALID_ARGUMENT,
         PERMISSION_DENIED, UNAUTHENTICATED) is raised at once. At most `max_unacked` batches and
         `max_unacked_bytes` are in flight (kept for resending): `write` waits past either; within
-        them the window follows the acks' latency (docs/protocol.md)."""
-        return PaimonSink(self, table, producer, reconnect_timeout, call_timeout, max_unacked, max_unacked_bytes)
+        them the window follows the acks' latency (docs/protocol.md). `merge_schema`: the batches'
+        schema, whose columns the table lacks are added to it (and types widened where Paimon
+        allows) as the stream opens (the admin grant; docs/protocol.md, "Schema evolution")."""
+        return PaimonSink(self, table, producer, reconnect_timeout, call_timeout, max_unacked, max_unacked_bytes,
+                          merge_schema)
 
     # -- reading -------------------------------------------------------------------------
 

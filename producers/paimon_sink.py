@@ -132,7 +132,7 @@ class PaimonSink(Slotted):
 
     def __init__(self, client, table: str, producer: str | None = None, reconnect_timeout: float = 60.0,
                  call_timeout: float | None = None, max_unacked: int = DEFAULT_MAX_UNACKED,
-                 max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES):
+                 max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES, merge_schema: pa.Schema | None = None):
         if max_unacked < 1 or max_unacked_bytes < 1:
             raise ValueError(f"max_unacked ({max_unacked}) and max_unacked_bytes ({max_unacked_bytes}) must be positive.")
         self.table, self.producer = table, producer
@@ -147,6 +147,7 @@ class PaimonSink(Slotted):
         self._options = self._client.options(call_timeout)
         self.schema: pa.Schema | None = None
         self._stream_schema: pa.Schema | None = None
+        self._merge_schema = merge_schema  # the batches' schema: its new columns join the table at the open
         # The table's last committed seq of this producer; batches are numbered after it.
         self.last_seq: int | None = None
         self._next_seq = 0
@@ -249,13 +250,17 @@ class PaimonSink(Slotted):
 
     def _descriptor(self) -> flight.FlightDescriptor:
         if self.producer is None:
-            return flight.FlightDescriptor.for_path(*names.paimon_path(self.table))
-        return flight.FlightDescriptor.for_command(json.dumps(names.write_command(self.table, self.producer)))
+            if self._merge_schema is None:
+                return flight.FlightDescriptor.for_path(*names.paimon_path(self.table))
+        command = names.write_command(self.table, self.producer, merge_schema=self._merge_schema is not None)
+        return flight.FlightDescriptor.for_command(json.dumps(command))
 
     def _open(self) -> None:
         """The sink's first calls: the table's schema, the producer's last committed seq, the stream."""
         descriptor = flight.FlightDescriptor.for_path(*names.paimon_path(self.table))
         self.schema = self._client.flight.get_schema(descriptor, options=self._client.options()).schema
+        if self._merge_schema is not None:  # the server adds what the table lacks as the stream opens
+            self.schema = self._merge_schema
         self._stream_schema = loosened(self.schema)
         self.last_seq = self._client.producer_state(self.table, self.producer) if self.producer else None
         self._next_seq = 0 if self.last_seq is None else self.last_seq + 1

@@ -120,6 +120,11 @@ class FlightPaimonDataSource(DataSource):
                          flight.FlightDescriptor.for_path(*names.paimon_path(opts.table)), client.options()).schema
         finally:
             client.close()
+        if opts.merge_schema:  # the DataFrame's new columns join the table as its tasks stage (the server adds them)
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            extra = [f for f in to_arrow_schema(schema) if f.name not in table.names]
+            table = pa.schema([*table, *(f.with_nullable(True) for f in extra)])
         _check_columns(opts, table, schema)
         return table
 

@@ -22,6 +22,7 @@ _PAIMON_ONLY = {  # Paimon's Spark connector names
     "scan.tag-name", "consumer-id", "read.changelog", "read.stream.maxsnapshotspertrigger",
     "read.stream.maxrowspertrigger", "read.stream.minrowspertrigger", "read.stream.maxtriggerdelayms",
     "read.stream.maxbytespertrigger", "read.stream.maxfilespertrigger", "read.filter-pushdown",
+    "mergeschema",  # a write adds the DataFrame's new columns to the table (Delta's and Paimon's name)
 }
 _PUSH_ONLY = {"startingoffsets", "maxoffsetspertrigger", "failondataloss"}  # Spark's Kafka source names
 _KNOWN = _PAIMON_ONLY | _PUSH_ONLY | {
@@ -64,6 +65,7 @@ class Options:
     max_offsets_per_trigger: int | None = None  # batches (a push table's offsets count batches)
     fail_on_data_loss: bool = True
     drop_extra_columns: bool = False  # write.drop-extra-columns: else a column the table lacks is refused
+    merge_schema: bool = False  # mergeSchema: the DataFrame's columns the table lacks are added to it
     filter_pushdown: bool = False  # read.filter-pushdown: the server prunes by the query's filters (see README)
     # The bearer token and TLS material (PEM read on the driver, shipped to tasks); never printed.
     credentials: Credentials = field(default_factory=Credentials, repr=False)
@@ -135,6 +137,7 @@ def parse(raw: Mapping[str, str]) -> Options:
         max_offsets_per_trigger=_number(opts, "maxoffsetspertrigger", int),
         fail_on_data_loss=_flag(opts, "failondataloss", True),
         drop_extra_columns=_flag(opts, "write.drop-extra-columns", False),
+        merge_schema=_flag(opts, "mergeschema", False),
         filter_pushdown=_flag(opts, "read.filter-pushdown", False),
         credentials=_credentials(opts, uri),
     )

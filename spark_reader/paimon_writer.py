@@ -77,7 +77,8 @@ def stage_task(opts: Options, schema: pa.Schema, stage: str, iterator: Iterator[
 
     client = connect(opts)
     try:
-        call(opts, "staged write", client.stage, opts.table, stage, attempt, target, batches())
+        call(opts, "staged write", client.stage, opts.table, stage, attempt, target, batches(), None,
+             opts.merge_schema)
     except SourceError as e:
         raise SourceError(f"Spark could not stage attempt {attempt} of {opts.target} at {opts.uri}: {e}") from None
     finally:

@@ -6,6 +6,7 @@ tables)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -136,3 +137,102 @@ def test_a_job_staged_before_an_alter_commits_after_it_with_the_new_schema(clien
     assert committed.rows == 2
     assert rows(client, "db.t") == [{"id": 1, "label": "s1", "x": None}, {"id": 2, "label": "s2", "x": None},
                                     {"id": 3, "label": "new", "x": 30}]
+
+
+def test_reads_of_every_snapshot_across_changes_and_a_follow_that_meets_one(client, warehouse):
+    from tests.paimon_tables import Follower, command, info
+
+    client.create_table("db.t", V0, options={"write-only": "true"})
+    first = put(client, "db.t", [v0([1])])[0].snapshot
+    follower = Follower(client, info(client, command({"table": "db.t", "follow": True, "start": "earliest",
+                                                       "poll_interval_ms": 50})).endpoints[0])
+    try:
+        follower.wait_rows(1)
+        alter(warehouse, "db.t", add_column("x"), rename_column("s", "label"))
+        v1 = pa.schema([*V0.set(1, pa.field("label", pa.string())), ("x", pa.int64())])
+        second = put(client, "db.t", [pa.record_batch([pa.array([2], pa.int64()), pa.array(["b"]),
+                                                       pa.array([20], pa.int64())], schema=v1)])[0].snapshot
+        wait_for(lambda: follower.error is not None or follower.rows() >= 2, "the follow to meet the new schema")
+        met = follower.error
+        got = [r for _, b in follower.take() for r in b.to_pylist()]
+    finally:
+        follower.cancel()
+    # A full read and a pinned read of the old snapshot read as today's schema (Paimon's time travel).
+    assert rows(client, "db.t") == [{"id": 1, "label": "s1", "x": None}, {"id": 2, "label": "b", "x": 20}]
+    pinned = client.flight.get_flight_info(flight.FlightDescriptor.for_command(
+        json.dumps({"table": "db.t", "snapshot": first})))
+    assert [r for e in pinned.endpoints for r in client.flight.do_get(e.ticket).read_all().to_pylist()] == \
+        [{"id": 1, "label": "s1", "x": None}]
+    assert second > first
+    # The follow goes on with the columns it opened with: the renamed one by its old name (Paimon's
+    # field id), the added one left out.
+    assert met is None, met
+    assert got == [{"id": 1, "s": "s1"}, {"id": 2, "s": "b"}]
+
+
+def test_merge_schema_adds_a_producers_new_columns_once_however_many_producers_race(client, warehouse):
+    import threading
+
+    client.create_table("db.t", V0)
+    v1 = pa.schema([*V0, ("email", pa.string()), ("score", pa.int64())])
+
+    def batch(i: int) -> pa.RecordBatch:
+        return pa.record_batch([pa.array([i], pa.int64()), pa.array([f"s{i}"]), pa.array([f"e{i}"]),
+                                pa.array([i * 10], pa.int64())], schema=v1)
+
+    with pytest.raises(pa.ArrowInvalid, match="column 'email' is not in the table"):
+        put(client, "db.t", [batch(0)])  # without merge_schema: refused, naming the column
+    errors = []
+
+    def producer(i: int) -> None:
+        try:
+            command = names.write_command("db.t", f"p{i}", merge_schema=True)
+            writer, reader = client.flight.do_put(flight.FlightDescriptor.for_command(json.dumps(command)), v1)
+            writer.write_with_metadata(batch(i), pa.py_buffer(messages.batch_seq(0)))
+            writer.write_metadata(pa.py_buffer(messages.end(1)))
+            writer.done_writing()
+            while reader.read() is not None:
+                pass
+            writer.close()
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert rows(client, "db.t") == [{"id": i, "s": f"s{i}", "email": f"e{i}", "score": i * 10} for i in range(1, 5)]
+    schemas = sorted(os.listdir(os.path.join(warehouse, "db.db", "t", "schema")))
+    assert schemas == ["schema-0", "schema-1"], schemas  # the racing producers changed it once
+
+
+def test_a_paimon_sink_with_merge_schema_adds_its_new_column(client):
+    client.create_table("db.t", V0)
+    v1 = pa.schema([*V0, ("email", pa.string())])
+    with client.paimon_sink("db.t", producer="p", merge_schema=v1) as sink:
+        sink.write(pa.record_batch([pa.array([1], pa.int64()), pa.array(["a"]), pa.array(["e1"])], schema=v1))
+        sink.write(v0([2]))  # a batch without the new column: null
+    assert rows(client, "db.t") == [{"id": 1, "s": "a", "email": "e1"}, {"id": 2, "s": "s2", "email": None}]
+
+
+def test_a_delta_of_an_old_snapshot_and_a_widened_column_read_with_the_current_schema(client, warehouse):
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+
+    narrow = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int32())])
+    client.create_table("db.t", narrow, options={"write-only": "true"})
+    first = put(client, "db.t", [pa.record_batch([pa.array([1], pa.int64()), pa.array([7], pa.int32())],
+                                                 schema=narrow)])[0].snapshot
+    alter(warehouse, "db.t", SchemaChange.update_column_type("n", AtomicType("BIGINT")), add_column("x"))
+    writer_open = put(client, "db.t", [pa.record_batch([pa.array([2], pa.int64()), pa.array([8], pa.int32())],
+                                                       schema=narrow)])  # an old producer: n cast, x null
+    assert writer_open[0].snapshot > first
+    delta = client.flight.get_flight_info(flight.FlightDescriptor.for_command(
+        json.dumps({"table": "db.t", "from_snapshot": 0, "to_snapshot": first})))
+    got = [r for e in delta.endpoints for t in [client.flight.do_get(e.ticket).read_all()] for r in t.to_pylist()]
+    assert got == [{"id": 1, "n": 7, "x": None}]
+    assert rows(client, "db.t") == [{"id": 1, "n": 7, "x": None}, {"id": 2, "n": 8, "x": None}]
+    whole = client.flight.get_schema(flight.FlightDescriptor.for_path(*names.paimon_path("db.t"))).schema
+    assert whole.field("n").type == pa.int64()

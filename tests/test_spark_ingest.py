@@ -45,6 +45,20 @@ def test_df_write_appends_exactly_the_rows_into_append_and_primary_key_tables(fp
         assert held(client, "db.events")[("s0", None)] == 334
 
 
+@pytest.mark.timeout(240)
+def test_df_write_with_merge_schema_adds_the_dataframes_new_column(fp, server, client):
+    client.create_table("db.events", SCHEMA)
+    df = fp.createDataFrame([(f"s{i % 3}", i, i, f"e{i}") for i in range(100)],
+                            "producer string, seq long, id long, email string")
+    write = df.write.format("flight-paimon").option("uri", server.uri).option("table", "db.events")
+    with pytest.raises(Exception, match="has column\\(s\\) email that"):
+        write.mode("append").save()
+    write.option("mergeSchema", "true").mode("append").save()
+    t = table_rows(client, "db.events")
+    assert t.schema.names == ["producer", "seq", "id", "email"]
+    assert sorted(zip(t.column("id").to_pylist(), t.column("email").to_pylist())) == [(i, f"e{i}") for i in range(100)]
+
+
 @pytest.mark.timeout(300)
 def test_a_read_stream_sees_every_pushed_row_once_across_a_query_restart(fp, server, client, tmp_path):
     client.create_table("db.events", SCHEMA)

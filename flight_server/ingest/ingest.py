@@ -92,6 +92,12 @@ class Ingest:
             fresh.adopt(table)  # nothing unless an ALTER made a newer schema
         return fresh
 
+    def merge_schema(self, name: str, stream: pa.Schema) -> None:
+        """A stream's `merge_schema`: its columns the table lacks added and types widened, in one
+        schema change (once, when several producers race), which the table's committer adopts."""
+        if self.paimon.merge_schema(name, stream) is not None:  # columns and types only: options unchanged
+            log.info("schema_merged", table=name, columns=stream.names)
+
     def producer_state(self, name: str, producer: str) -> dict:
         """What the table holds of the producer: read afresh, since another server (or this one
         before a restart) may have committed for it since, once the batches this server has

@@ -23,6 +23,7 @@ from flight_server.paimon.compat import schema as paimon_schema
 from flight_server.wire import names
 from flight_server.wire.actions import CHANGE_KEYS, SchemaChange, TableAltered
 from flight_server.wire.errors import InvalidRequest, NotFound
+from flight_server.wire.schemas import loosened
 from flight_server.wire.type_spec import format_spec, format_type, parse_type
 
 BUCKET, BUCKET_KEY, SEQUENCE_FIELD, ROWKIND_FIELD, PATH = "bucket", "bucket-key", "sequence.field", "rowkind.field", "path"
@@ -327,3 +328,48 @@ def alter_table(catalog, table, name: str, raw_changes,
     altered = catalog.get_table(name)
     return TableAltered(name, paimon_schema.schema_id(altered), format_spec(compat.arrow_schema(altered)),
                         paimon_schema.column_comments(altered), paimon_schema.schema_options(altered))
+
+
+MERGE_ATTEMPTS = 5  # schema changes raced and recomputed before a merge gives up
+
+
+def merge_changes(table_schema: pa.Schema, stream: pa.Schema) -> list[dict]:
+    """The `alter_table` changes that let `stream` write into a table of `table_schema`: each
+    column the table lacks added (nullable, at the end), each column whose stream type is a
+    widening Paimon allows widened; a narrower stream type is left for the write to refuse."""
+    changes = []
+    for f in stream:
+        i = table_schema.get_field_index(f.name)
+        if i < 0:
+            changes.append({"change": "add_column", "column": f.name, "type": format_type(f.type)})
+            continue
+        old = table_schema[i]
+        if loosened(pa.schema([old])).field(0).type.equals(loosened(pa.schema([f])).field(0).type):
+            continue
+        if not _narrowing(old.type, f.type):
+            changes.append({"change": "update_column_type", "column": f.name,
+                            "type": format_type(f.type) + ("" if old.nullable else "!")})
+    return changes
+
+
+def merge_schema(catalog, load: Callable[[], object], name: str, stream: pa.Schema,
+                 check_options: Callable[[dict[str, str], bool], None] | None = None) -> int | None:
+    """A write's `merge_schema`: the table altered so that `stream` writes into it (`merge_changes`),
+    in one schema change, once however many producers race to: a change that lost the race (another
+    producer's ALTER came first) is computed again on the table as it is now. Returns the new
+    schema id, or None when the table needed no change."""
+    tried: list[dict] | None = None
+    refused = InvalidRequest(f"the changes kept racing other writers' ({MERGE_ATTEMPTS} attempts); write again")
+    for _ in range(MERGE_ATTEMPTS):
+        table = load()
+        changes = merge_changes(compat.arrow_schema(table), stream)
+        if not changes:
+            return None
+        if changes == tried:  # nothing raced: the refusal is the table's answer
+            break
+        tried = changes
+        try:
+            return alter_table(catalog, table, name, changes, check_options).schema_id
+        except InvalidRequest as e:
+            refused = e
+    raise InvalidRequest(f"merge_schema into Paimon table {name!r}: {refused.message}", table=name) from None

@@ -191,6 +191,10 @@ class PaimonSource:
         """Paimon's ALTER TABLE: `changes` checked, then applied as one new schema (paimon/alter.py)."""
         return alter.alter_table(self.catalog(), self.table(name), name, changes, check_options)
 
+    def merge_schema(self, name: str, stream: pa.Schema, check_options=None) -> int | None:
+        """A write's `merge_schema`: the stream's new columns added, types widened (paimon/alter.py)."""
+        return alter.merge_schema(self.catalog(), lambda: self.table(name), name, stream, check_options)
+
     def tables(self) -> list[TableSummary]:
         out = []
         for name in compat.list_tables(self.catalog()):

@@ -40,6 +40,7 @@ SNAPSHOT_READ, DELTA_READ, FOLLOW_READ = "snapshot", "delta", "follow"
 # job's stage and the attempt.
 WRITE, PRODUCER = "write", "producer"
 STAGE, ATTEMPT = "stage", "attempt"
+MERGE_SCHEMA = "merge_schema"  # a write that adds its new columns to the table (admin grant)
 
 # Keys of a replay-range command of a push partition, and of a viewer's command.
 PARTITION, RANGE_START, RANGE_END = "partition", "start", "end"
@@ -70,15 +71,18 @@ def paimon_path(table: str) -> list[str]:
     return [PAIMON, table]
 
 
-def write_command(table: str, producer: str | None = None) -> dict:
-    """A durable write into Paimon table `table`, as the named producer (exactly-once) or unnamed."""
-    return {WRITE: table} if producer is None else {WRITE: table, PRODUCER: producer}
+def write_command(table: str, producer: str | None = None, merge_schema: bool = False) -> dict:
+    """A durable write into Paimon table `table`, as the named producer (exactly-once) or unnamed;
+    with `merge_schema`, the stream's columns the table lacks are added to it first."""
+    command = {WRITE: table} if producer is None else {WRITE: table, PRODUCER: producer}
+    return {**command, MERGE_SCHEMA: True} if merge_schema else command
 
 
-def stage_command(table: str, stage: str, attempt: str) -> dict:
+def stage_command(table: str, stage: str, attempt: str, merge_schema: bool = False) -> dict:
     """One attempt's staged write into Paimon table `table`: written to files, committed only by
     `commit_staged` of its stage (with the job's other attempts, in one snapshot)."""
-    return {WRITE: table, STAGE: stage, ATTEMPT: attempt}
+    command = {WRITE: table, STAGE: stage, ATTEMPT: attempt}
+    return {**command, MERGE_SCHEMA: True} if merge_schema else command
 
 
 def job_stage(started_ms: int, nonce: str) -> str:

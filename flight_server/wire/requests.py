@@ -239,9 +239,11 @@ class WriteTarget(PaimonSubject):
     producer: str | None = None
     stage: str | None = None
     attempt: str | None = None
+    merge_schema: bool = False  # add the stream's new columns (and widen types) first: the admin grant
 
     def log_fields(self) -> dict:
-        return {"table": self.table, "producer": self.producer, "stage": self.stage, "attempt": self.attempt}
+        return {"table": self.table, "producer": self.producer, "stage": self.stage, "attempt": self.attempt,
+                "merge_schema": self.merge_schema or None}
 
     @property
     def label(self) -> str:
@@ -252,7 +254,7 @@ class WriteTarget(PaimonSubject):
     @staticmethod
     def from_json(cmd: dict) -> WriteTarget:
         table = table_name(cmd.get(names.WRITE), "'write' of the descriptor command")
-        unknown = sorted(set(cmd) - {names.WRITE, names.PRODUCER, names.STAGE, names.ATTEMPT})
+        unknown = sorted(set(cmd) - {names.WRITE, names.PRODUCER, names.STAGE, names.ATTEMPT, names.MERGE_SCHEMA})
         if unknown:
             raise InvalidRequest(f"A write into Paimon table {table!r} takes no key {unknown[0]!r}; "
                                  "send {\"write\": \"db.t\", \"producer\": \"ID\"} or "
@@ -268,7 +270,10 @@ class WriteTarget(PaimonSubject):
         if stage is not None:
             check_consumer_id(stage, what, names.STAGE)
             check_consumer_id(attempt, what, names.ATTEMPT)
-        return WriteTarget(table, producer, stage, attempt)
+        merge_schema = cmd.get(names.MERGE_SCHEMA, False)
+        if not isinstance(merge_schema, bool):
+            raise InvalidRequest(f"{what}: 'merge_schema' must be true or false, got {merge_schema!r}.")
+        return WriteTarget(table, producer, stage, attempt, merge_schema)
 
 
 def parse_path(parts: list[str]) -> PaimonRequest:
