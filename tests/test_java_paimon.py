@@ -4,9 +4,13 @@ loopback, real tables, real JVMs; skipped with a reason where Java or the Paimon
 
 from __future__ import annotations
 
+import secrets
+import time
+
 import pyarrow as pa
 import pytest
 
+from flight_server.wire import names
 from tests.conftest import wait_for
 from tests.java_paimon import java_paimon  # noqa: F401  (a fixture)
 from tests.paimon_tables import Follower, command, info, read_all
@@ -84,3 +88,53 @@ def test_the_server_serves_and_writes_a_table_java_committed(java_paimon, client
     assert sorted(by_id(java_paimon.read(t))) == [*range(12), *range(100, 105)]
     _, full = read_all(client, command({"table": t}))
     assert ids(full) == [*range(12), *range(100, 105)]
+
+
+# -- Java reads what the server wrote ---------------------------------------------------------
+
+KIND_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("op", pa.string()), ("name", pa.string()),
+                         ("p", pa.string())])
+
+
+def kinds(ids_, ops, tag, p="a") -> pa.RecordBatch:
+    return pa.record_batch([pa.array(ids_, pa.int64()), pa.array(ops), pa.array([f"{tag}{i}" for i in ids_]),
+                            pa.array([p] * len(ids_))], schema=KIND_SCHEMA)
+
+
+def state(rows) -> dict[tuple, str]:
+    return {(r["p"], r["id"]): r["name"] for r in (rows.to_pylist() if isinstance(rows, pa.Table) else rows)}
+
+
+def test_java_reads_a_primary_key_table_the_server_wrote_at_every_snapshot(java_paimon, client):  # noqa: F811
+    """Producers' group commits and a staged (Spark df.write) job into a partitioned primary-key
+    table with `rowkind.field`, never compacted (write-only): Java 0.9 reads each snapshot as the
+    server reads it, updates and deletes applied."""
+    t = "db.k"
+    client.create_table(t, KIND_SCHEMA, primary_keys=["id", "p"], partition_keys=["p"],
+                        options={"bucket": "2", "rowkind.field": "op", "write-only": "true"})
+    snapshots = []
+    with client.paimon_sink(t, producer="p1") as sink:
+        sink.write(kinds(range(10), ["+I"] * 10, "v"))
+        sink.write(kinds(range(5), ["+I"] * 5, "v", p="b"))
+    snapshots.append(client.latest_snapshot(t).snapshot_id)
+    with client.paimon_sink(t, producer="p1") as sink:
+        sink.write(kinds([1, 2, 3], ["-U", "+U", "-D"], "u"), seq=2)  # a -U alone deletes its key too
+        sink.write(kinds([4, 11], ["+U", "+I"], "w", p="b"), seq=3)
+    snapshots.append(client.latest_snapshot(t).snapshot_id)
+    stage = names.job_stage(int(time.time() * 1000), secrets.token_hex(8))
+    client.stage(t, stage, "0-0", KIND_SCHEMA, [kinds([5, 6], ["-D", "+U"], "s")])
+    client.stage(t, stage, "1-0", KIND_SCHEMA, [kinds([0, 12], ["+U", "+I"], "s", p="b")])
+    snapshots.append(client.commit_staged(t, stage, ["0-0", "1-0"]).snapshot)
+
+    expected = [
+        {**{("a", i): f"v{i}" for i in range(10)}, **{("b", i): f"v{i}" for i in range(5)}},
+    ]
+    expected.append({k: v for k, v in {**expected[0], ("a", 2): "u2", ("b", 4): "w4", ("b", 11): "w11"}.items()
+                     if k not in (("a", 1), ("a", 3))})
+    expected.append({k: v for k, v in {**expected[1], ("a", 6): "s6", ("b", 0): "s0", ("b", 12): "s12"}.items()
+                     if k != ("a", 5)})
+    for snapshot, want in zip(snapshots, expected):
+        _, served = read_all(client, command({"table": t, "snapshot": snapshot}))
+        assert state(served) == want, f"the server at snapshot {snapshot}"
+        assert state(java_paimon.read(t, snapshot)) == want, f"Java at snapshot {snapshot}"
+    assert state(java_paimon.read(t)) == expected[-1]
