@@ -5,6 +5,7 @@ loopback, real tables, real JVMs; skipped with a reason where Java or the Paimon
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 
 import pyarrow as pa
@@ -138,3 +139,77 @@ def test_java_reads_a_primary_key_table_the_server_wrote_at_every_snapshot(java_
         assert state(served) == want, f"the server at snapshot {snapshot}"
         assert state(java_paimon.read(t, snapshot)) == want, f"Java at snapshot {snapshot}"
     assert state(java_paimon.read(t)) == expected[-1]
+
+
+# -- side by side -----------------------------------------------------------------------------
+
+JAVA_COMMITS = 100  # every 100 ms: some 20 s of Java committing beside the producers
+
+
+def test_java_commits_every_100_ms_beside_named_producers_and_every_row_lands_once(java_paimon, client):  # noqa: F811
+    """Java 0.9 commits every ~100 ms into an append and a primary-key table while two named
+    producers per table write through the server (its group commits and maintenance on): no error
+    anywhere, every row of each writer once (append), the expected final state (primary key, the
+    producers updating their keys), read alike by the server and Java, also after the server's
+    compact, expire-snapshots and remove-orphan-files."""
+    client.create_table("db.a", SCHEMA, options={"bucket": "-1"})
+    client.create_table("db.k", SCHEMA, primary_keys=["id"], options={"bucket": "2"})
+    javas = {t: java_paimon.commits(t, JAVA_COMMITS, 20, "java", start=1_000_000) for t in ("db.a", "db.k")}
+    stop, errors = threading.Event(), []
+    appended: dict[str, list[int]] = {}
+    last: dict[int, str] = {}
+
+    def produce(table: str, producer: str, base: int):
+        sent = []
+        try:
+            with client.paimon_sink(table, producer=producer) as sink:
+                i = 0
+                while not stop.is_set() or i < 3:
+                    ids_ = [base + (i * 10 + j) % 300 if table == "db.k" else base + i * 10 + j for j in range(10)]
+                    sink.write(batch(ids_, tag=f"{producer}-{i}-"))
+                    sent.append(ids_)
+                    i += 1
+                    stop.wait(0.05)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(f"{producer}: {e!r}")
+        if table == "db.a":
+            appended[producer] = [x for ids_ in sent for x in ids_]
+        else:
+            for i, ids_ in enumerate(sent):
+                last.update({x: f"{producer}-{i}-{x}" for x in ids_})
+
+    threads = [threading.Thread(target=produce, args=(t, f"{t[-1]}{n}", n * 100_000), daemon=True)
+               for t in ("db.a", "db.k") for n in (1, 2)]
+    for th in threads:
+        th.start()
+    try:
+        for t, proc in javas.items():
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, f"Java's commits into {t} failed: {err.strip().splitlines()[-1:]}"
+            assert len(out.split()) == JAVA_COMMITS
+    finally:
+        stop.set()
+        for proc in javas.values():
+            if proc.poll() is None:
+                proc.kill()
+        for th in threads:
+            th.join(120)
+    assert not errors, errors
+    java_ids = list(range(1_000_000, 1_000_000 + JAVA_COMMITS * 20))
+
+    def check(when: str):
+        want_a = sorted([*java_ids, *(x for ids_ in appended.values() for x in ids_)])
+        _, served = read_all(client, command({"table": "db.a"}))
+        assert ids(served) == want_a, f"the server's read of the append table {when}"
+        assert sorted(r["id"] for r in java_paimon.read("db.a")) == want_a, f"Java's read of the append table {when}"
+        want_k = {**last, **{x: f"java-{x}" for x in java_ids}}
+        _, served = read_all(client, command({"table": "db.k"}))
+        assert by_id(served) == want_k, f"the server's read of the primary-key table {when}"
+        assert by_id(java_paimon.read("db.k")) == want_k, f"Java's read of the primary-key table {when}"
+
+    check("after the run")
+    for t in ("db.a", "db.k"):
+        client.compact(t)
+        client.expire_snapshots(t, retain_max=2, retain_min=1)
+        client.remove_orphan_files(t, older_than=0)
+    check("after compact, expire-snapshots and remove-orphan-files")

@@ -14,7 +14,8 @@
 //   commits WH TABLE N ROWS WRITER START INTERVAL_MS
 //                             N commits of ROWS generated rows each (ids START, START+1, ...; string
 //                             columns WRITER-id, numbers id), one every INTERVAL_MS; prints each
-//                             commit's snapshot id as it is made
+//                             commit's snapshot id as it is made. Write-only (no compaction of its
+//                             own): the server's maintenance compacts the table
 //   expire WH TABLE RETAIN    Java's snapshot expiry keeping the last RETAIN; prints how many went
 //
 // A failure prints one line "error: <exception>" on stderr and exits 1.
@@ -241,6 +242,8 @@ public class PaimonJava {
 
     static void commits(Table table, int n, int rowsPer, String writer, long start, long intervalMs)
             throws Exception {
+        // write-only: the server compacts the table; two compactors' COMPACT commits would conflict
+        table = table.copy(Collections.singletonMap("write-only", "true"));
         RowType type = table.rowType();
         String kindField = table.options().get("rowkind.field");
         StreamWriteBuilder builder = table.newStreamWriteBuilder();
