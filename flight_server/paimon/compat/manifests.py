@@ -147,7 +147,9 @@ def read_older_manifests(file_io) -> None:
     `DATA_FILE_META_SCHEMA` is decoded and written again in memory with the field (null, its
     default, for all of them: `_VALUE_STATS_COLS` null means every column has stats, as Paimon
     1.x reads it); the upgraded bytes of the last few are kept. Manifests this pypaimon (or Paimon
-    1.0 and later) wrote, manifest lists, index manifests and data files pass through as they are.
+    1.0 and later) wrote pass through as read; manifest lists, index manifests, manifest sidecars
+    (`<manifest>.avro.sidecar`: Java 0.9 writes none, so a manifest it wrote is always read
+    whole) and data files are not touched.
 
     Only this FileIO object changes (its own `new_input_stream`, or a caching FileIO's
     `_new_input_stream_with_known_size`); no class and no other FileIO.
@@ -166,7 +168,7 @@ def read_older_manifests(file_io) -> None:
     def upgraded(path: str, stream):
         name = path.rstrip("/").rsplit("/", 2)
         if len(name) < 2 or name[-2] != "manifest" or not name[-1].startswith("manifest-") \
-                or name[-1].startswith("manifest-list-"):
+                or name[-1].startswith("manifest-list-") or "." in name[-1]:  # a list, or a sidecar
             return stream
         with lock:
             data = kept.get(path)
