@@ -22,7 +22,9 @@ import structlog
 from flight_server import actions
 from flight_server.auth import ADMIN, READ, WRITE, Access, AuthConfig
 from flight_server.status import install_clean_details, status_name, to_flight
-from flight_server.ingest.ingest import DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_WRITERS, Ingest
+from flight_server.ingest.ingest import (
+    DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_IDLE_S, DEFAULT_WRITERS, Ingest,
+)
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.workers import RewriteWorker
@@ -126,11 +128,13 @@ class FlightPaimonServer(flight.FlightServerBase):
                  warehouse: str | None = None, metrics: bool = False,
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
                  write_threads: int = DEFAULT_WRITERS, maintenance_interval_ms: int = 1000,
+                 table_idle_ms: int = int(DEFAULT_IDLE_S * 1000),
                  maintenance_workers: int = 1, auth: AuthConfig | None = None, streams: StreamSlots | None = None,
                  budget: TableBudget | None = None, warehouse_options: dict[str, str] | None = None, **kwargs):
         """`ticket_lifetime_ms`: how long after planning a ticket is served; `warehouse_options`:
         pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
         `maintenance_workers`: processes compactions rewrite files in (0: the maintenance thread);
+        `table_idle_ms`: a table's durable-write committer (threads, writers) unused this long closes;
         `auth`: principals and grants (None: every caller may do everything); `streams`: the
         --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
         TLS goes through pyarrow's own `tls_certificates`, `verify_client`, `root_certificates`."""
@@ -144,7 +148,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.pushed = PushSource(self.push)
         self.paimon = PaimonSource(warehouse, warehouse_options)
         self.sources: dict[str, Source] = {names.PUSH: self.pushed, names.PAIMON: self.paimon}
-        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads)
+        self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads,
+                             table_idle_ms / 1000)
         self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer,
                                      staged=self.ingest.staging.file_names,
                                      worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))

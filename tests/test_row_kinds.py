@@ -127,6 +127,7 @@ def test_a_retraction_into_a_merge_engine_that_takes_none_is_refused_and_fails_n
     good.write(batch([2], ["+U"]))
     good.close()
     assert good.acked == 2
+    client.compact("db.t")  # Paimon's batch reads of a first-row table see compacted files only
     assert sorted(read_rows(client, "db.t")) == [1, 2, 3]
 
 
@@ -135,4 +136,5 @@ def test_first_row_with_ignore_delete_takes_retractions(client):
                         options={**OPTIONS, "merge-engine": "first-row", "ignore-delete": "true"})
     acks, error = put(client, names.write_command("db.t"), [batch([1, 2], ["+I", "+I"]), batch([1], ["-D"])])
     assert error is None and [a.seq for a in acks] == [0, 1]
+    client.compact("db.t")  # Paimon's batch reads of a first-row table see compacted files only
     assert sorted(read_rows(client, "db.t")) == [1, 2]

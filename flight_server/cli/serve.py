@@ -142,6 +142,7 @@ def cmd_serve(args) -> int:
                                     commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes,
                                     **({} if args.write_threads is None else {"write_threads": args.write_threads}),
                                     maintenance_interval_ms=args.maintenance_interval_ms,
+                                    table_idle_ms=args.table_idle_timeout,
                                     maintenance_workers=args.maintenance_workers,
                                     warehouse_options=dict(args.warehouse_option or []), **secured, **limits(args))
     except pa.ArrowException as e:

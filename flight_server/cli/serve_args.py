@@ -33,6 +33,10 @@ def add_serve_arguments(p) -> None:
     p.add_argument("--write-threads", type=int,
                    help="durable writes: threads that encode an append table's (bucket -1) batches in parallel "
                         "(unset: half the CPU count, 1 to 8); a table with primary keys or fixed buckets takes one")
+    p.add_argument("--table-idle-timeout", type=a.duration_ms, default="1 min",
+                   help="durable writes: a table's committer (its commit and writer threads, its writers) unused "
+                        "this long is closed, so resources follow the active tables; its next stream opens a new "
+                        "one, reading the producer map from the table (Paimon's durations: 30 s, 5 min)")
     p.add_argument("--maintenance-interval-ms", type=int, default=1000,
                    help="compact and expire a Paimon table this server writes at most this often after its commits "
                         "(docs/protocol.md, \"Table maintenance\")")

@@ -86,7 +86,8 @@ class TableCommitter:
         self.table, self.identity = table, compat.table_identity(table)
         self.columns = compat.columns_of(table)  # the schema it writes with (adopt: a newer one)
         self._reload = reload
-        self._schema_checked = time.monotonic()
+        self._schema_checked = self._last_active = time.monotonic()
+        self.evicted = False  # closed by `retire_if_idle`: the table's next stream gets a new committer
         self._table = compat.native_write_table(table)
         self.interval_s, self.commit_bytes = interval_s, commit_bytes
         self.policy = CommitPolicy(interval_s, commit_bytes)
@@ -133,6 +134,7 @@ class TableCommitter:
         stream = WriteStream(label, producer)
         with self._cond:
             self._check_open()
+            self._last_active = time.monotonic()
             if producer is not None:
                 old = self._fence.current(producer)
                 if old is not None:
@@ -174,6 +176,7 @@ class TableCommitter:
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
             self._order += 1
+            self._last_active = time.monotonic()
             before = self._queue.bytes + self._written_bytes
             self._queue.append(_Pending(stream, seq, self._order, batch, nbytes, batch.num_rows))
             stream.outstanding += 1
@@ -259,6 +262,19 @@ class TableCommitter:
             log.warning("schema_check_failed", table=self.name, exc_info=True)
             return
         self._exclusive(Chore(lambda: self._swap(table), exclusive=True))
+
+    def retire_if_idle(self, idle_s: float, now: float) -> bool:
+        """Close the committer when nothing of it is in use and nothing happened for `idle_s`
+        seconds: no open stream, nothing queued, written or committing, no chore waiting. Its
+        threads then end (closing their writers); the table's next stream gets a new committer,
+        which reads the producer map and the table's identity from the table again."""
+        with self._cond:
+            busy = self._streams or self._queue or self._written or self._inflight or self._chores
+            if busy or self._closed is not None or now - self._last_active < idle_s:
+                return False
+            self._closed, self.evicted = f"its committer was idle over {idle_s:.0f} s and was closed", True
+            self._notify_everyone()
+            return True
 
     def settled(self, producer: str, timeout: float) -> None:
         """Wait (at most `timeout` s) until no batch of the producer is written but not yet
@@ -520,6 +536,7 @@ class TableCommitter:
             self._commit_cpu_s += time.thread_time() - cpu0
             with self._cond:
                 self._inflight = []
+                self._last_active = time.monotonic()
                 self._notify_everyone()
         self._trim_after(sum(p.nbytes for p in group))
 

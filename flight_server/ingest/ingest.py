@@ -34,16 +34,21 @@ Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
 
 DEFAULT_COMMIT_INTERVAL_MS = 100
 DEFAULT_COMMIT_BYTES = 64 << 20
+DEFAULT_IDLE_S = 60.0  # a table's committer (its threads and writers) is closed after this long unused
+OPEN_ATTEMPTS = 3  # a stream that met its committer being evicted takes the table's next one
 EARLIER_COMMITTED = "the stream's earlier batches are committed and acked before this error"
-__all__ = ["DEFAULT_COMMIT_BYTES", "DEFAULT_COMMIT_INTERVAL_MS", "DEFAULT_WRITERS", "Ingest"]
+__all__ = ["DEFAULT_COMMIT_BYTES", "DEFAULT_COMMIT_INTERVAL_MS", "DEFAULT_IDLE_S", "DEFAULT_WRITERS", "Ingest"]
 
 
 class Ingest:
     """The durable writes of one server: a committer per Paimon table written to."""
 
     def __init__(self, paimon: PaimonSource, commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS,
-                 commit_bytes: int = DEFAULT_COMMIT_BYTES, on_commit=None, writers: int = DEFAULT_WRITERS):
-        self.paimon = paimon
+                 commit_bytes: int = DEFAULT_COMMIT_BYTES, on_commit=None, writers: int = DEFAULT_WRITERS,
+                 idle_s: float = DEFAULT_IDLE_S):
+        """`idle_s`: a table's committer unused this long is closed (its threads end; the table's
+        next stream makes a new one, which reads the producer map from the table)."""
+        self.paimon, self.idle_s = paimon, idle_s
         self.interval_s, self.commit_bytes, self.writers = commit_interval_ms / 1000, commit_bytes, writers
         self._on_commit = on_commit
         self._lock = threading.Lock()
@@ -52,6 +57,27 @@ class Ingest:
         self._retired: list[TableCommitter] = []  # replaced by a table created again: joined at close
         self._closed: str | None = None
         self.staging = Staging(paimon.table, self.committer)
+        self._stop = threading.Event()
+        self._janitor = threading.Thread(target=self._evict_loop, name="ingest-idle", daemon=True)
+        self._janitor.start()
+
+    def _evict_loop(self) -> None:
+        while not self._stop.wait(min(max(self.idle_s / 4, 0.05), 15.0)):
+            self.evict_idle()
+
+    def evict_idle(self, now: float | None = None) -> int:
+        """Close the committers unused for `idle_s` (TableCommitter.retire_if_idle); returns how many."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            idle = [(n, c) for n, c in self._committers.items() if c.retire_if_idle(self.idle_s, now)]
+            for name, _ in idle:
+                del self._committers[name]
+        for _, c in idle:
+            if not c.join(30.0):
+                log.warning("committer_not_stopped", table=c.name, reason="evicted while idle")
+        if idle:
+            log.info("committers_evicted", tables=len(idle), idle_s=self.idle_s)
+        return len(idle)
 
     def drop(self, name: str, reason: str, wait_s: float = 30.0) -> None:
         """Fail the table's streams and let its commit in flight land (the table is being dropped:
@@ -73,17 +99,26 @@ class Ingest:
         adopted first); a table dropped and created again gets a new one."""
         table = self.paimon.table(name)
         identity = compat.table_identity(table)
-        with self._lock:
-            if self._closed is not None:
-                raise Unavailable(f"Paimon table {name!r} takes no writes: {self._closed}.")
-            current = self._committers.get(name)
-            if current is not None and current.identity == identity:
-                fresh, stale = current, None
-            else:
-                fresh = self._committers[name] = TableCommitter(
-                    name, table, self.interval_s, self.commit_bytes, self._on_commit, self.writers, gate=self._gate,
-                    reload=lambda: self.paimon.table(name))
-                stale = current
+        made = None
+        while True:
+            with self._lock:
+                if self._closed is not None:
+                    raise Unavailable(f"Paimon table {name!r} takes no writes: {self._closed}.")
+                current = self._committers.get(name)
+                if current is not None and current.identity == identity:
+                    fresh, stale = current, None
+                    break
+                if made is not None:
+                    self._committers[name] = fresh = made
+                    stale, made = current, None
+                    break
+            # made outside the lock: it reads the table (its producer map)
+            made = TableCommitter(name, table, self.interval_s, self.commit_bytes, self._on_commit, self.writers,
+                                  gate=self._gate, reload=lambda: self.paimon.table(name))
+        if made is not None:  # another stream made the table's committer meanwhile
+            made.close("not needed: another stream made the table's committer first")
+            with self._lock:
+                self._retired = [c for c in self._retired if c.is_running] + [made]
         if stale is not None:
             stale.close(f"Paimon table {name!r} was dropped and created again")
             with self._lock:
@@ -115,6 +150,7 @@ class Ingest:
         return {n: c.stats() for n, c in sorted(committers.items()) if name is None or n == name}
 
     def close(self, reason: str) -> None:
+        self._stop.set()
         with self._lock:
             self._closed = reason
             committers = list(self._committers.values())
@@ -144,11 +180,17 @@ class Ingest:
         if target.stage is not None:
             self.staging.put(target, schema, chunks, send_ack, fields)
             return
-        committer = self.committer(target.table)
-        columns, table = committer.columns, committer.table
-        conform = Conformer(columns.arrow, schema, target.label, row_kind=compat.row_kind_field(table),
-                            then=EARLIER_COMMITTED, no_retractions=compat.refuses_retractions(table))
-        stream = committer.open(target.label, target.producer)
+        for attempt in range(OPEN_ATTEMPTS):
+            committer = self.committer(target.table)
+            columns, table = committer.columns, committer.table
+            conform = Conformer(columns.arrow, schema, target.label, row_kind=compat.row_kind_field(table),
+                                then=EARLIER_COMMITTED, no_retractions=compat.refuses_retractions(table))
+            try:
+                stream = committer.open(target.label, target.producer)
+                break
+            except Unavailable:
+                if not committer.evicted or attempt == OPEN_ATTEMPTS - 1:
+                    raise  # else evicted between our lookup and the open: the table's next committer takes it
         stream.columns = columns  # an ALTER adopted meanwhile evolves its batches (ingest/evolve.py)
         acker = threading.Thread(target=_send_acks, args=(stream, send_ack), name="acks", daemon=True)
         acker.start()

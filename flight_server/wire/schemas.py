@@ -77,23 +77,11 @@ def name_difference(table: pa.Schema, stream: pa.Schema) -> str | None:
         if j is None:
             if not f.nullable:
                 diffs.append(f"NOT NULL column {f.name!r} is missing")
-        elif not loose_table[i].type.equals(loose_stream[j].type, check_metadata=False) and not widens(
-                loose_stream[j].type, loose_table[i].type):
+        elif not loose_table[i].type.equals(loose_stream[j].type, check_metadata=False):
             diffs.append(f"column {f.name!r} has type {stream[j].type}, expected {f.type}")
     if len(by_name) < len(stream.names):
         diffs.append("a column name repeats")
     return "; ".join(diffs) or None
-
-
-_INTS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
-
-
-def widens(source: pa.DataType, target: pa.DataType) -> bool:
-    """Whether every value of `source` is one of `target` (a column widened by an ALTER still takes
-    its producers' narrower type): a wider integer, float32 to float64."""
-    if source in _INTS and target in _INTS:
-        return _INTS.index(source) < _INTS.index(target)
-    return source == pa.float32() and target == pa.float64()
 
 
 def by_name_columns(batch: pa.RecordBatch, table: pa.Schema, sources: list[int | None] | None = None) -> list:

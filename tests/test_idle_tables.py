@@ -1,0 +1,66 @@
+"""Resources follow the active tables: a table's durable-write committer (its commit and writer
+threads, its writers) is closed once unused for the server's table idle timeout, and the table's
+next stream opens a new one, exactly-once unchanged (a real server on a loopback port, real
+pypaimon tables)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from producers import Client
+from tests.conftest import RunningServer, wait_for
+from tests.test_shared_tables import WRITE_ONLY, batches_in, send
+from tests.test_ingest import SCHEMA
+
+pytestmark = pytest.mark.timeout(180)
+
+TABLES = 20
+
+
+def test_tables_written_once_give_their_threads_back_and_resume_exactly_once(warehouse):
+    server = RunningServer(warehouse, table_idle_ms=300)
+    client = Client(server.uri, timeout=60)
+    try:
+        for i in range(TABLES):
+            client.create_table(f"db.t{i}", SCHEMA, options=WRITE_ONLY)
+        baseline = {t.name for t in threading.enumerate()}
+        for i in range(TABLES):
+            send(client, f"db.t{i}", "p", [0, 1])
+        assert len(client.stats().paimon_writes) > 0  # committers of the recent tables are there
+        wait_for(lambda: not client.stats().paimon_writes, "every idle table's committer to close", timeout=60)
+        def more() -> list[str]:
+            return sorted(t.name for t in threading.enumerate() if t.name not in baseline)
+        wait_for(lambda: len(more()) <= 2, lambda: f"the threads to come back (more now: {more()})", timeout=60)
+        # The table's next stream opens a new committer, which reads the producer map from the table.
+        assert client.producer_state("db.t3", "p") == 1
+        acks = send(client, "db.t3", "p", [0, 1, 2])  # a resend of 0-1, and one new batch
+        assert [a.seq for a in acks] == [0, 1, 2]
+        assert batches_in(client, "db.t3") == {0: 50, 1: 50, 2: 50}
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_a_stream_that_meets_its_committer_being_evicted_takes_the_next_one(warehouse):
+    """Streams open and end while the idle timeout is shorter than the gap between them."""
+    server = RunningServer(warehouse, table_idle_ms=1)
+    client = Client(server.uri, timeout=60)
+    try:
+        client.create_table("db.t", SCHEMA, options=WRITE_ONLY)
+        for seq in range(30):
+            assert [a.seq for a in send(client, "db.t", "p", [seq])] == [seq]
+        assert batches_in(client, "db.t") == {b: 50 for b in range(30)}
+        assert client.producer_state("db.t", "p") == 29
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_serve_takes_the_table_idle_timeout_in_paimons_duration_grammar():
+    from flight_server.cli.parser import build_parser
+
+    args = build_parser().parse_args(["serve", "--table-idle-timeout", "30 s"])
+    assert args.table_idle_timeout == 30_000
+    assert build_parser().parse_args(["serve"]).table_idle_timeout == 60_000
