@@ -20,6 +20,24 @@ from producers.paimon_sink import DEFAULT_MAX_UNACKED, DEFAULT_MAX_UNACKED_BYTES
 from producers.sink import TableSink
 
 
+def drain_acks(acks, name: str) -> tuple[threading.Thread, list[BaseException]]:
+    """Read a do_put's acks on a thread of their own while its batches go out (a long stream never
+    fills their buffer): the thread, started, and a list that gets the stream's error, if any
+    (the writer's close raises it too)."""
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        try:
+            while acks.read() is not None:
+                pass
+        except BaseException as e:  # noqa: BLE001 - the stream's error: the caller raises it
+            errors.append(e)
+
+    reader = threading.Thread(target=drain, name=name, daemon=True)
+    reader.start()
+    return reader, errors
+
+
 def _end(writer, ack_reader: threading.Thread) -> None:
     """Half-close a do_put, wait for its acks to end (the server's answer), then close it (which
     raises the stream's error, if any)."""
@@ -226,17 +244,7 @@ class Client:
         descriptor = flight.FlightDescriptor.for_command(
             json.dumps(names.stage_command(table, stage, attempt, merge_schema)))
         writer, acks = self.flight.do_put(descriptor, schema, options=self.options(call_timeout))
-        drained: list[BaseException] = []
-
-        def drain() -> None:  # acks are read while batches go out: a long stream never fills their buffer
-            try:
-                while acks.read() is not None:
-                    pass
-            except BaseException as e:  # noqa: BLE001 - the stream's error: raised by close() below too
-                drained.append(e)
-
-        reader = threading.Thread(target=drain, name="stage-acks", daemon=True)
-        reader.start()
+        reader, drained = drain_acks(acks, "stage-acks")
         n = 0
         try:
             for batch in batches:

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -118,18 +117,10 @@ def _push_task(client, name: str, partition: int, producer: str, schema: pa.Sche
     """Push one task's rows as the named `producer`, batch i with seq i, acks read as they come;
     an error while reading the task's rows fails the partition in-band with its cause."""
     descriptor = flight.FlightDescriptor.for_command(json.dumps(names.named_push_command(name, partition, producer)))
+    from producers.client import drain_acks  # imported in the task, as the client is
+
     writer, acks = client.flight.do_put(descriptor, schema, options=client.options(None))
-    drained: list[BaseException] = []
-
-    def drain() -> None:  # acks are read while batches go out: a long task never fills their buffer
-        try:
-            while acks.read() is not None:
-                pass
-        except BaseException as e:  # noqa: BLE001 - the stream's error: close() raises it too
-            drained.append(e)
-
-    reader = threading.Thread(target=drain, name="push-acks", daemon=True)
-    reader.start()
+    reader, drained = drain_acks(acks, "push-acks")
     rows = batches = 0
     try:
         for batch in iterator:
