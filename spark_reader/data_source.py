@@ -78,7 +78,7 @@ class FlightPaimonDataSource(DataSource):
         if self.opts.table:
             if self.opts.incremental_between or self.opts.incremental_tags:
                 raise OptionError("Option 'incremental-between' is for batch reads; a stream uses scan.mode.")
-            return PaimonStreamReader(positions.for_stream(self.opts), schema)
+            return PaimonStreamReader(positions.for_stream(self.opts), schema, self.schema())
         return PushStreamReader(self.opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool):

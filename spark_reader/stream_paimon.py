@@ -4,6 +4,13 @@ Offset N means "every snapshot up to N is delivered". A micro-batch (A, B] reads
 snapshots A+1..B (`from_snapshot`/`to_snapshot`), which is immutable, so re-running any batch
 from the checkpoint reads the same rows. In the "-full" scan modes the first batch, which starts
 at offset 0, is instead a full scan pinned at its end snapshot.
+
+A query keeps the columns the table had when it was defined (`load()`). A micro-batch planned
+after the table's columns changed (an ALTER TABLE: a column added, renamed, dropped or retyped)
+stops the query with an error saying so, before it reads anything of that batch; the query
+restarted from its checkpoint reads the table's new columns from that batch on (every snapshot
+read with the table's current schema, as Paimon reads old files), so nothing is lost or read
+twice. As Delta's and Paimon's own Spark sources: a restart picks the new schema up.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import pyarrow as pa
 import tenacity
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from flight_server.wire import messages, names
@@ -24,6 +32,7 @@ from flight_server.wire.requests import PaimonRequest
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import (
     EndpointPartition, SourceError, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
+    spark_schema,
 )
 from spark_reader.options import Options
 
@@ -65,9 +74,10 @@ def expired_means_new_checkpoint(opts: Options):
 class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of Paimon snapshots with admission control and Trigger.AvailableNow."""
 
-    def __init__(self, opts: Options, schema: StructType):
+    def __init__(self, opts: Options, schema: StructType, source: StructType | None = None):
         self.opts = opts
         self.schema = arrow_schema(schema)
+        self.source = source  # the table's columns when the query was defined: a change stops it
         self.full_start = opts.scan_mode.endswith("-full")
         self._client = None  # opened lazily: this object is pickled before the planner uses it
         self._target: int | None = None  # the AvailableNow end, fixed at its start
@@ -218,11 +228,34 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if b <= a:
             return []
         with expired_means_new_checkpoint(self.opts):
-            return partitions_of(paimon_info(self._c(), self.opts, self.command(a, b)), self.opts)
+            info = paimon_info(self._c(), self.opts, self.command(a, b))
+        self._check_columns(info, a, b)
+        return partitions_of(info, self.opts)
+
+    def _check_columns(self, info, start: int, end: int) -> None:
+        """Stop the query, before it reads (start, end], when the table's columns are no longer those
+        it was defined with (see the module's docstring)."""
+        if self.source is None:
+            return
+        now = from_arrow_schema(spark_schema(info))
+        if now == self.source:
+            return
+        raise SourceError(
+            f"{self.opts.target}: the table's schema changed since this query started (an ALTER TABLE): the query "
+            f"reads ({_columns(self.source)}), the table now has ({_columns(now)}). A running query keeps the "
+            f"columns it started with, so it stops here, before reading snapshots {start + 1}..{end}; restart it "
+            "from its checkpoint to read on with the new columns from there (nothing is lost or read twice).")
 
     def read(self, partition: EndpointPartition) -> Iterator[pa.RecordBatch]:
         with expired_means_new_checkpoint(self.opts):
-            yield from read_partition(partition, self.schema, self.opts.credentials)
+            try:
+                yield from read_partition(partition, self.schema, self.opts.credentials)
+            except KeyError as e:  # a column the query reads was renamed or dropped after the batch was planned
+                raise SourceError(
+                    f"Reading {partition.label} failed: the table's schema changed while this micro-batch was read "
+                    f"(an ALTER TABLE; the query reads ({', '.join(self.schema.names)}), a column is gone: {e}); "
+                    "restart the query from its checkpoint to read on with the new columns (nothing is lost or "
+                    "read twice).") from None
 
     def commit(self, end: dict) -> None:
         self._record_progress(end[names.SNAPSHOT])
@@ -244,6 +277,10 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _columns(schema: StructType) -> str:
+    return ", ".join(f"{f.name} {f.dataType.simpleString()}{'' if f.nullable else ' not null'}" for f in schema.fields)
 
 
 def _files(info) -> int:

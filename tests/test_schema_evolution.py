@@ -236,3 +236,214 @@ def test_a_delta_of_an_old_snapshot_and_a_widened_column_read_with_the_current_s
     assert rows(client, "db.t") == [{"id": 1, "n": 7, "x": None}, {"id": 2, "n": 8, "x": None}]
     whole = client.flight.get_schema(flight.FlightDescriptor.for_path(*names.paimon_path("db.t"))).schema
     assert whole.field("n").type == pa.int64()
+
+
+# -- compaction across schema versions (issue 46 item 4) ------------------------------------------
+
+W0 = pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string()), ("n", pa.int32()), ("d", pa.string())])
+W1 = pa.schema([pa.field("id", pa.int64(), nullable=False), ("label", pa.string()), ("n", pa.int64()),
+                ("x", pa.int64())])
+W2 = pa.schema([pa.field("id", pa.int64(), nullable=False), ("y", pa.string()), ("label", pa.string()),
+                ("n", pa.int64()), ("x", pa.int64())])
+
+
+def w0(ids) -> pa.RecordBatch:
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"a{i}" for i in ids]), pa.array(ids, pa.int32()),
+                            pa.array([f"d{i}" for i in ids])], schema=W0)
+
+
+def w1(ids) -> pa.RecordBatch:
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"b{i}" for i in ids]),
+                            pa.array([i + 2**40 for i in ids], pa.int64()), pa.array([i * 10 for i in ids], pa.int64())],
+                           schema=W1)
+
+
+def w2(ids) -> pa.RecordBatch:
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"y{i}" for i in ids]),
+                            pa.array([f"c{i}" for i in ids]), pa.array(ids, pa.int64()),
+                            pa.array([-i for i in ids], pa.int64())], schema=W2)
+
+
+def by_value(got: list[dict]) -> list[dict]:
+    return sorted(got, key=lambda r: sorted((k, str(v)) for k, v in r.items()))
+
+
+def live_schema_ids(warehouse: str, table: str) -> tuple[int, list[int]]:
+    """The table's current schema id, and the schema id of each data file its latest snapshot reads
+    (their manifest entries' `schema_id`)."""
+    from flight_server.paimon import compat
+
+    t = Warehouse(warehouse).catalog.get_table(table)
+    latest = t.snapshot_manager().get_latest_snapshot()
+    return t.table_schema.id, sorted(e.file.schema_id for e in compat.live_entries(t, latest.id))
+
+
+def evolve_in_three_versions(client, warehouse: str, table: str) -> list[dict]:
+    """Files of schema 0, 1 and 2 (ADD, RENAME, DROP and widen int32 to int64 by the server's
+    alter_table, then ADD ... AFTER by pypaimon's), a key of a primary-key table written in each;
+    returns every row as the table reads them, rows of an append table in any order."""
+    from flight_server.wire import actions as wa
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import Move, SchemaChange
+
+    put(client, table, [w0([1, 2])])
+    put(client, table, [w0([3])])
+    client.alter_table(table, [wa.SchemaChange.add_column("x", "int64"), wa.SchemaChange.rename_column("s", "label"),
+                               wa.SchemaChange.drop_column("d"), wa.SchemaChange.update_column_type("n", "int64")])
+    put(client, table, [w1([4, 1])])
+    put(client, table, [w1([5])])
+    alter(warehouse, table, SchemaChange.add_column("y", AtomicType("STRING"), move=Move.after("y", "id")))
+    put(client, table, [w2([6, 2])])
+    return rows(client, table)
+
+
+def expected_rows(keys: list[str]) -> list[dict]:
+    def r(i, y, label, n, x):
+        return {"id": i, "y": y, "label": label, "n": n, "x": x}
+
+    old = [r(i, None, f"a{i}", i, None) for i in (1, 2, 3)]
+    mid = [r(i, None, f"b{i}", i + 2**40, i * 10) for i in (4, 1, 5)]
+    new = [r(i, f"y{i}", f"c{i}", i, -i) for i in (6, 2)]
+    if not keys:
+        return by_value(old + mid + new)
+    latest = {row["id"]: row for row in old + mid + new}  # deduplicate: the last write of a key wins
+    return by_value(latest.values())
+
+
+@pytest.mark.parametrize("keys", [[], ["id"]])
+def test_compact_rewrites_files_of_every_schema_version_into_the_current_one(client, warehouse, keys):
+    options = {"bucket": "1", "write-only": "true", **({} if keys else {"bucket-key": "id"})}
+    client.create_table("db.t", W0, primary_keys=keys, options=options)
+    before = evolve_in_three_versions(client, warehouse, "db.t")
+    assert by_value(before) == expected_rows(keys)
+    current, files = live_schema_ids(warehouse, "db.t")
+    assert current == 2 and set(files) == {0, 1, 2}, files
+    done = client.compact("db.t")
+    assert len(done.snapshots) == 1 and done.files_in == len(files) and done.files_out == 1
+    assert by_value(rows(client, "db.t")) == expected_rows(keys)
+    assert live_schema_ids(warehouse, "db.t") == (2, [2]), "the rewritten file carries the current schema"
+    # Paimon reads it as it reads any file (pypaimon's own read agrees with the server's).
+    assert by_value(Warehouse(warehouse).read("db.t").to_pylist()) == expected_rows(keys)
+
+
+@pytest.mark.parametrize("keys", [[], ["id"]])
+def test_automatic_maintenance_compacts_files_of_old_schemas_into_the_current_one(warehouse, keys):
+    from producers import Client
+    from tests.conftest import RunningServer
+
+    running = RunningServer(warehouse, commit_interval_ms=5)
+    running.server.maintainer.round_s = 0.05
+    running.server.maintainer.settle_s = 0.2
+    c = Client(running.uri, timeout=30)
+    try:
+        options = {"bucket": "1", **({"num-sorted-run.compaction-trigger": "2"} if keys else {"bucket-key": "id"})}
+        c.create_table("db.t", W0, primary_keys=keys, options=options)
+        evolve_in_three_versions(c, warehouse, "db.t")
+
+        def compacted():
+            state = c.stats("db.t").maintenance.get("db.t")
+            assert state is None or state.last_error is None, state.last_error
+            return state is not None and not state.due and live_schema_ids(warehouse, "db.t")[1] == [2]
+        wait_for(compacted, lambda: f"maintenance to leave one current-schema file: {live_schema_ids(warehouse, 'db.t')}",
+                 timeout=60)
+        assert by_value(rows(c, "db.t")) == expected_rows(keys)
+    finally:
+        c.close()
+        running.stop()
+
+
+# -- follows across a change (issue 46 item 5) ------------------------------------------------------
+
+V1 = pa.schema([pa.field("id", pa.int64(), nullable=False), ("label", pa.string()), ("x", pa.int64())])
+
+
+def v1(ids) -> pa.RecordBatch:
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"b{i}" for i in ids]),
+                            pa.array([i * 10 for i in ids], pa.int64())], schema=V1)
+
+
+def add_x_rename_s(client, table: str):
+    from flight_server.wire import actions as wa
+
+    return client.alter_table(table, [wa.SchemaChange.add_column("x", "int64"),
+                                      wa.SchemaChange.rename_column("s", "label")])
+
+
+def test_a_follow_that_asks_to_end_at_a_schema_change_ends_typed_naming_the_snapshot_to_resume_at(client):
+    from flight_server.wire.errors import SchemaChanged, from_flight
+    from tests.paimon_tables import Follower, command, info
+
+    client.create_table("db.t", V0, options={"bucket": "2", "bucket-key": "id"})
+    put(client, "db.t", [v0([1, 2, 3, 4])])
+    cmd = {"table": "db.t", "follow": True, "start": "earliest", "poll_interval_ms": 50, "on_schema_change": "end"}
+    followers = [Follower(client, e) for e in info(client, command(cmd)).endpoints]
+    try:
+        wait_for(lambda: all(f.done >= 1 for f in followers), "the follow to send snapshot 1")
+        add_x_rename_s(client, "db.t")
+        changed = put(client, "db.t", [v1([5, 6, 7, 8])])[0].snapshot
+        wait_for(lambda: all(f.error is not None for f in followers), "every endpoint to end at the change")
+        errors = [from_flight(f.error) for f in followers]
+        got = [r for f in followers for _, b in f.take() for r in b.to_pylist()]
+    finally:
+        for f in followers:
+            f.cancel()
+    assert all(isinstance(e, SchemaChanged) and e.detail["snapshot"] == changed for e in errors), errors
+    assert f"changed its schema: snapshot {changed} was written with schema 1" in errors[0].message
+    assert all(f.done == changed - 1 for f in followers), "everything before the change was sent"
+    assert sorted(got, key=lambda r: r["id"]) == [{"id": i, "s": f"s{i}"} for i in range(1, 5)]
+    # Opened again at that snapshot: the new columns, nothing lost or repeated.
+    cmd = {**cmd, "start": f"snapshot:{changed}"}
+    followers = [Follower(client, e) for e in info(client, command(cmd)).endpoints]
+    try:
+        wait_for(lambda: all(f.done >= changed for f in followers), "the follow to send the changed snapshot")
+        again = [r for f in followers for _, b in f.take() for r in b.to_pylist()]
+    finally:
+        for f in followers:
+            f.cancel()
+    assert sorted(again, key=lambda r: r["id"]) == [{"id": i, "label": f"b{i}", "x": i * 10} for i in range(5, 9)]
+    with pytest.raises(pa.ArrowInvalid, match="'on_schema_change' must be one of continue, end"):
+        info(client, command({**cmd, "on_schema_change": "stop"}))
+    with pytest.raises(pa.ArrowInvalid, match="'on_schema_change' applies only with \"follow\": true"):
+        info(client, command({"table": "db.t", "on_schema_change": "end"}))
+
+
+def test_flight_cli_tail_shows_the_new_columns_after_a_change_and_its_consumer_resumes_exactly(client):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, child_env
+
+    client.create_table("db.t", V0, options={"bucket": "2", "bucket-key": "id"})
+    put(client, "db.t", [v0([1, 2, 3, 4])])
+
+    def tail(limit: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", "db.t", "--from", "earliest",
+                                 "--consumer-id", "c", "--limit", str(limit), "--format", "jsonl", "--uri",
+                                 client.uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=child_env(), cwd=ROOT)
+
+    first = tail(10)
+    try:
+        wait_for(lambda: client.consumer_progress("db.t", "c") == 2 or first.poll() is not None,
+                 "tail to print snapshot 1", timeout=60)
+        add_x_rename_s(client, "db.t")
+        changed = put(client, "db.t", [v1([5, 6, 7, 8])])[0].snapshot
+        put(client, "db.t", [v1([9, 10])])
+        out, err = first.communicate(timeout=60)
+    finally:
+        first.kill()
+    assert first.returncode == 0, err
+    printed = [{k: v for k, v in json.loads(line).items() if k != "_snapshot"} for line in out.splitlines()]
+    assert sorted(printed[:4], key=lambda r: r["id"]) == [{"id": i, "s": f"s{i}"} for i in range(1, 5)]
+    assert sorted(printed[4:], key=lambda r: r["id"]) == [{"id": i, "label": f"b{i}", "x": i * 10}
+                                                          for i in range(5, 11)]
+    assert f"changed its schema at snapshot {changed}; reading on from there with its columns: id, label, x" in err
+    # The consumer's progress went on across the change (the snapshot --limit stopped in is read
+    # again, as after any stop: at least once), and the next tail reads on with the new columns.
+    assert client.consumer_progress("db.t", "c") == changed + 1
+    put(client, "db.t", [v1([11])])
+    second = tail(3)
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    assert sorted(({k: v for k, v in json.loads(line).items() if k != "_snapshot"} for line in out.splitlines()),
+                  key=lambda r: r["id"]) == [{"id": i, "label": f"b{i}", "x": i * 10} for i in (9, 10, 11)]

@@ -83,11 +83,13 @@ class _Table:
         self.want: list[int] | None = None  # what each column's cells so far need
         self.widths: list[int] | None = None  # what the header was printed with
         self.fixed: list[bool] = []  # never cut (numbers, times, labels)
+        self.names: list[str] = []  # the columns laid out: others start a new layout and header
 
     def lines(self, names: list[str], types: list, rows: list[list[str]]) -> tuple[list[str], int]:
         """The lines to print for `rows` (a header first when the widths changed), and how many
         of them are header lines."""
-        if self.want is None:
+        if self.want is None or names != self.names:  # the first rows, or new columns (a schema change)
+            self.names, self.widths = list(names), None
             self.fixed = [_never_cut(t) for t in types]
             self.want = [max(cell_len(n), _type_width(t)) for n, t in zip(names, types)]
         for i, fixed in enumerate(self.fixed):

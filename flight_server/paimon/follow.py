@@ -28,11 +28,11 @@ import structlog
 
 from flight_server.paimon import compat
 from flight_server.polling import Slices
-from flight_server.wire.errors import Cancelled, NotFound, Unavailable, WrongState
+from flight_server.wire.errors import Cancelled, NotFound, SchemaChanged, Unavailable, WrongState
 from flight_server.paimon.scope import select_splits, ticket_buckets
 from flight_server.tickets import PaimonTicket
 from flight_server.wire.requests import PaimonRequest
-from flight_server.wire import messages
+from flight_server.wire import messages, names
 
 log = structlog.get_logger(__name__)
 
@@ -144,6 +144,8 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
     sm = table.snapshot_manager()
     poll_s = req.poll_interval_ms / 1000.0
     no_rows = pa.RecordBatch.from_pylist([], schema=scope.schema)  # carries the done marks
+    schema_id = compat.columns_of(table).schema_id  # the columns it opened with, which it keeps
+    ends_at_change = req.on_schema_change == names.SCHEMA_CHANGE_END
     try:
         if full is not None:  # a consumer's first full read is protected by nothing: expiry may take it
             with scope.expired_named([full]):
@@ -162,12 +164,24 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
             if snap is None:
                 _wait(poll_s, is_cancelled, stopping, req.table)
                 continue
+            if ends_at_change and snap.schema_id > schema_id:
+                raise _schema_changed(req.table, snap, schema_id)
             yield from followed_delta(scope, planner, snap, buckets, identity)
             yield no_rows, messages.done_mark(nxt)
             nxt += 1
             position.next = nxt
     finally:
         compat.close_planner(planner)
+
+
+def _schema_changed(name: str, snap, schema_id: int) -> SchemaChanged:
+    """The end of a follow (`"on_schema_change": "end"`) at the first snapshot of a newer schema."""
+    return SchemaChanged(
+        f"Paimon table {name!r} changed its schema: snapshot {snap.id} was written with schema {snap.schema_id}, "
+        f"this follow opened with schema {schema_id}; every row before snapshot {snap.id} was sent. Open the "
+        f"follow again at snapshot {snap.id} (\"start\": \"snapshot:{snap.id}\", or its consumer_id once it "
+        f"committed {snap.id}) to read on with the new columns.",
+        table=name, snapshot=snap.id, schema_id=snap.schema_id, opened_with=schema_id)
 
 
 @contextlib.contextmanager

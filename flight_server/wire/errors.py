@@ -85,6 +85,15 @@ class TableReplaced(WrongState):
     code = "table_dropped"
 
 
+class SchemaChanged(WrongState):
+    """A follow asked to end at a schema change (`"on_schema_change": "end"`) met a snapshot written
+    with a newer schema than the one it opened with: every row before `snapshot` was sent (and its
+    `{"done": snapshot - 1}` mark); open the follow again at `snapshot` (`"start": "snapshot:N"`,
+    or the consumer's progress) to read on with the new columns."""
+
+    code = "schema_changed"
+
+
 class OutcomeUnknown(WrongState):
     """A staged job's commit whose outcome this server cannot tell (it no longer holds the stage,
     and the table's snapshots since the job began are not all kept): look for the stage in the
@@ -187,7 +196,7 @@ UNKNOWN = STATUSES[-1]
 # Every kind by its code: the server's own word on the kind, in extra_info or (get_schema) the detail.
 KINDS: dict[str, type[FlightPaimonError]] = {kind.code: kind for kind in (
     NotFound, InvalidRequest, WrongState, PartitionFailed, CommitFailed, CommitRaced, TableReplaced, StorageFailed,
-    OutcomeUnknown, LimitExceeded,
+    OutcomeUnknown, LimitExceeded, SchemaChanged,
     Unauthenticated, PermissionDenied, Cancelled, Unavailable, Unimplemented, Internal, TimedOut)}
 
 
@@ -237,9 +246,12 @@ def from_flight(exc: BaseException) -> FlightPaimonError:
     message = error_message(exc)
     # The server's own word on what kind of error this is: in extra_info, or (get_schema, whose
     # errors pyarrow sends UNKNOWN) the status detail.
-    code = _extra_info_code(getattr(exc, "extra_info", None)) or _detail_code(exc)
+    info = _extra_info(getattr(exc, "extra_info", None))
+    code = info.pop("code", None)
+    code = code if isinstance(code, str) and code else _detail_code(exc)
     if code in KINDS:
-        return KINDS[code](message)
+        info.pop("message", None)
+        return KINDS[code](message, **info)  # its detail too (schema_changed: the snapshot to resume at)
     row = received_status(exc)
     if row is None and isinstance(exc, flight.FlightError):
         row = UNKNOWN
@@ -253,9 +265,10 @@ def _detail_code(exc: BaseException) -> str | None:
     return text.split(marker, 1)[1].split(".", 1)[0].strip() if marker in text else None
 
 
-def _extra_info_code(extra_info) -> str | None:
+def _extra_info(extra_info) -> dict:
+    """The JSON object the server put in extra_info (its code and detail), {} when there is none."""
     try:
         value = json.loads(extra_info) if extra_info else None
     except (ValueError, UnicodeDecodeError):
-        return None
-    return value.get("code") if isinstance(value, dict) else None
+        return {}
+    return dict(value) if isinstance(value, dict) and all(isinstance(k, str) for k in value) else {}

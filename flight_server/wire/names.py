@@ -29,8 +29,12 @@ COLUMNS, FILTER, BUCKETS, CHANGELOG = "columns", "filter", "buckets", "changelog
 PIN = "pin"  # plans with the same pin read the snapshot the first one read (a Spark action's tasks)
 FILTER_GUARD = "filter_guard"  # "R:P" registers planning P of Spark relation R; "R:P:E" a read of it by action E
 ROW_KIND = "_row_kind"  # the leading column of a changelog read (+I, -U, +U, -D)
+# A follow that meets a snapshot of a newer schema: goes on with the columns it opened with
+# ("continue", the default), or ends with the error schema_changed naming the snapshot to resume at ("end").
+ON_SCHEMA_CHANGE, SCHEMA_CHANGE_CONTINUE, SCHEMA_CHANGE_END = "on_schema_change", "continue", "end"
+ON_SCHEMA_CHANGES = (SCHEMA_CHANGE_CONTINUE, SCHEMA_CHANGE_END)
 PAIMON_KEYS = (TABLE, SNAPSHOT, FROM_SNAPSHOT, TO_SNAPSHOT, FOLLOW, START, CONSUMER_ID, POLL_INTERVAL_MS,
-               COLUMNS, FILTER, BUCKETS, CHANGELOG, PIN, FILTER_GUARD)
+               COLUMNS, FILTER, BUCKETS, CHANGELOG, PIN, FILTER_GUARD, ON_SCHEMA_CHANGE)
 
 # A Paimon read's mode (PaimonRequest.mode): a snapshot, the deltas between two, or a follow.
 SNAPSHOT_READ, DELTA_READ, FOLLOW_READ = "snapshot", "delta", "follow"

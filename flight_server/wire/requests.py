@@ -28,7 +28,7 @@ def follow_start(scan_mode: str, snapshot_id: int | None = None) -> str:
     return scan_mode
 DEFAULT_POLL_MS = 1000
 _KEYS = names.PAIMON_KEYS
-_FOLLOW_ONLY = (names.START, names.CONSUMER_ID, names.POLL_INTERVAL_MS)
+_FOLLOW_ONLY = (names.START, names.CONSUMER_ID, names.POLL_INTERVAL_MS, names.ON_SCHEMA_CHANGE)
 _CONSUMER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _JOB_STAGE = re.compile(r"^t([0-9]{10,16})-")  # names.job_stage
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
@@ -86,6 +86,7 @@ class PaimonRequest(PaimonSubject):
     changelog: bool = False
     pin: str | None = None
     filter_guard: str | None = None
+    on_schema_change: str = names.SCHEMA_CHANGE_CONTINUE  # a follow: go on with its columns, or end
 
     @property
     def mode(self) -> str:
@@ -354,6 +355,10 @@ def parse_command(cmd: dict) -> PaimonRequest:
     if consumer_id is not None:
         check_consumer_id(consumer_id, f"Paimon read of {table!r}")
     poll = _int(cmd, "poll_interval_ms", table, 1)
+    on_change = cmd.get(names.ON_SCHEMA_CHANGE, names.SCHEMA_CHANGE_CONTINUE)
+    if on_change not in names.ON_SCHEMA_CHANGES:
+        raise InvalidRequest(f"Paimon read of {table!r}: {names.ON_SCHEMA_CHANGE!r} must be one of "
+                             f"{', '.join(names.ON_SCHEMA_CHANGES)}, got {on_change!r}.")
     pin = cmd.get(names.PIN)
     if pin is not None and (not isinstance(pin, str) or not _PIN.match(pin)):
         raise InvalidRequest(
@@ -377,5 +382,5 @@ def parse_command(cmd: dict) -> PaimonRequest:
         start=start, consumer_id=consumer_id, poll_interval_ms=poll or DEFAULT_POLL_MS,
         columns=_str_list(cmd, "columns", table), filter=_filter(cmd.get("filter", []), table),
         buckets=None if buckets is None else tuple(sorted(set(buckets))), changelog=cmd.get("changelog", False),
-        pin=pin, filter_guard=guard,
+        pin=pin, filter_guard=guard, on_schema_change=on_change,
     )
