@@ -23,6 +23,7 @@ from flight_server.wire import actions as wa
 from flight_server.wire import names
 from flight_server.wire.schemas import decode_schema
 from flight_server.wire.values import is_int
+from flight_server.wire.version import VERSION
 
 @dataclass(frozen=True)
 class ActionContext:
@@ -137,9 +138,9 @@ def consumer_commit(ctx: ActionContext, body: wa.ConsumerCommitBody) -> wa.Empty
 
 
 def health(ctx: ActionContext, body: wa.HealthBody) -> wa.Health:
-    """Answers while the server serves; a shutting-down server says so."""
+    """Answers while the server serves (a shutting-down server says so), with its version."""
     return wa.Health("serving" if ctx.push.closing is None else "stopping", len(ctx.push.tables()),
-                     ctx.paimon.open_follows, round(time.time() - ctx.started, 3))
+                     ctx.paimon.open_follows, round(time.time() - ctx.started, 3), VERSION)
 
 
 def create_table(ctx: ActionContext, body: wa.CreateTableBody) -> wa.TableCreated:

@@ -3,6 +3,11 @@
 Each server has its own registry, so several servers in one process (tests) never share counts.
 Counters move where the work happens (one `inc` per batch, none when metrics are off); queue
 depths and open follows are read from the registries only when Prometheus scrapes.
+
+Names follow Prometheus' conventions: `flight_paimon_` once, then what is measured and its unit
+(`_seconds`, `_bytes`, `_total` for counters, `_ratio` for a ratio), and `flight_paimon_build_info`
+(value 1, the version as a label). prometheus-client's `_created` series (a gauge per counter and
+histogram series, doubling the series of every table) are turned off for the process.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
-    CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector, ProcessCollector, make_wsgi_app,
+    CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector, ProcessCollector,
+    disable_created_metrics, make_wsgi_app,
 )
 from prometheus_client.core import GaugeMetricFamily
 
 from flight_server.auth import AuthConfig
 from flight_server.wire.errors import PermissionDenied, Unauthenticated
+from flight_server.wire.version import VERSION
 
 NAMESPACE = "flight_paimon"
 
@@ -27,11 +34,15 @@ class Metrics:
     """The metrics one server records; `serve_http` exposes them."""
 
     def __init__(self, push_registry, paimon_source, maintainer=None):
+        # A process-wide switch of prometheus-client, read at each scrape.
+        disable_created_metrics()
         self.registry = CollectorRegistry()
         self.started = time.time()
         self._push = push_registry
         self._http: tuple[WSGIServer, threading.Thread] | None = None
         r, ns = self.registry, NAMESPACE
+        Gauge("build_info", "The server's flight-paimon version (value 1)", ["version"], namespace=ns,
+              registry=r).labels(VERSION).set(1)
         self.rpcs = Counter("rpcs", "Finished RPCs by method and status", ["method", "status"], namespace=ns, registry=r)
         self.rpc_seconds = Histogram("rpc_duration_seconds", "RPC duration by method (streams: until they end)",
                                      ["method"], namespace=ns, registry=r,
@@ -151,9 +162,9 @@ class _QueueCollector:
                 nbytes.add_metric([table.name, str(p)], s.queued_bytes)
         yield batches
         yield nbytes
-        yield GaugeMetricFamily(f"{NAMESPACE}_paimon_open_follows", "Paimon follow streams now open",
+        yield GaugeMetricFamily(f"{NAMESPACE}_open_follows", "Paimon follow streams now open",
                                 value=self.paimon.open_follows)
-        lag = GaugeMetricFamily(f"{NAMESPACE}_paimon_follow_lag_snapshots",
+        lag = GaugeMetricFamily(f"{NAMESPACE}_follow_lag_snapshots",
                                 "Committed snapshots the furthest-behind open follow of a table has yet to send",
                                 labels=["table"])
         for table, snapshots in self.paimon.follow_lag().items():
@@ -208,7 +219,7 @@ class _MaintenanceCollector:
                      for key, text in self.MAINTENANCE_GAUGES]
         families += [CounterMetricFamily(f"{NAMESPACE}_maintenance_{key}", text, labels=["table"])
                      for key, text in self.COUNTERS]
-        amplification = GaugeMetricFamily(f"{NAMESPACE}_maintenance_write_amplification",
+        amplification = GaugeMetricFamily(f"{NAMESPACE}_maintenance_write_amplification_ratio",
                                           "compacted_bytes over ingested_bytes since this server started",
                                           labels=["table"])
         last = GaugeMetricFamily(f"{NAMESPACE}_maintenance_last_timestamp_seconds",

@@ -81,19 +81,28 @@ class _Call:
             self._counters[0].inc(batch.num_rows)
             self._counters[1].inc(nbytes)
 
+    def client_closed(self, error: BaseException | None) -> bool:
+        """A follow or a view the client closed (tail's Ctrl-C, `-e`, `--limit`): how these
+        unbounded reads end, no failure of the call."""
+        return isinstance(error, Cancelled) and bool(self.fields.get("mode") == names.FOLLOW_READ
+                                                     or self.fields.get("view"))
+
     def done(self, error: BaseException | None = None) -> None:
         seconds = time.perf_counter() - self.start
         if self._slots is not None:
             self._slots.release()
         if self.metrics is not None:
-            self.metrics.rpcs.labels(self.method, status_name(error)).inc()
+            # A follow or view the client closed counts as OK, as its log line is rpc_done: an
+            # error rate (status != "OK") counts failures, not every `tail -e`.
+            status = "OK" if self.client_closed(error) else status_name(error)
+            self.metrics.rpcs.labels(self.method, status).inc()
             self.metrics.rpc_seconds.labels(self.method).observe(seconds)
             if self._slots is not None:
                 self.metrics.open_streams.labels(self.method).dec()
         fields = dict(self.fields, rows=self.rows, bytes=self.bytes, duration_ms=round(seconds * 1000, 2))
         if error is None:
             log.info("rpc_done", **fields)
-        elif isinstance(error, Cancelled) and (fields.get("mode") == names.FOLLOW_READ or fields.get("view")):
+        elif self.client_closed(error):
             # How follows and views end (tail's Ctrl-C): the client closing them is no failure.
             log.info("rpc_done", ended=f"the client closed the {'view' if fields.get('view') else 'follow'}", **fields)
         else:

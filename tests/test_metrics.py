@@ -61,8 +61,8 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         wh.commit("db.orders", rows(110, 10))
 
         m = scrape(url)
-        assert m[("flight_paimon_paimon_follow_lag_snapshots", (("table", "db.orders"),))] == 2
-        assert m[("flight_paimon_paimon_open_follows", ())] == 1
+        assert m[("flight_paimon_follow_lag_snapshots", (("table", "db.orders"),))] == 2
+        assert m[("flight_paimon_open_follows", ())] == 1
         follower.cancel()
         nbytes = sum(b.nbytes for b in pushed)
         push = lambda metric, d: m[(metric, (("direction", d), ("kind", "push"), ("table", "clicks")))]  # noqa: E731
@@ -98,7 +98,7 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         assert after[("flight_paimon_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))] \
             == paimon_out
         client.drop("waiting")
-        wait_for(lambda: scrape(url)[("flight_paimon_paimon_open_follows", ())] == 0, "the cancelled follow to end")
+        wait_for(lambda: scrape(url)[("flight_paimon_open_follows", ())] == 0, "the cancelled follow to end")
         client.drop_table("db.orders")
         after = scrape(url)
         assert not [key for key in after if {("table", "waiting"), ("table", "db.orders")} & set(key[1])], after
@@ -127,12 +127,69 @@ def test_the_readme_lists_every_metric_family(warehouse):
         families = {f.name for f in running.server.metrics.registry.collect()}
     finally:
         running.stop()
-    table = (ROOT / "README.md").read_text().split("The metrics, for dashboards and alerts:", 1)[1]
-    table = "\n".join(line for line in table.splitlines()[:60] if line.strip().startswith("|"))
-    listed = set(re.findall(r"`([a-z_]+)`", table))
+    listed = readme_metric_names()
     # prometheus-client names a counter's family without its _total
     missing = sorted(f for f in families if f not in listed and f"{f}_total" not in listed)
     assert not missing and len(families) > 30, missing
+
+
+def readme_metric_names() -> set[str]:
+    table = (ROOT / "README.md").read_text().split("The metrics, for dashboards and alerts:", 1)[1]
+    table = "\n".join(line for line in table.splitlines()[:60] if line.strip().startswith("|"))
+    return set(re.findall(r"`([a-z_]+)`", table))
+
+
+def cli(*args: str, uri: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**child_env(), "FLIGHT_PAIMON_URI": uri}, cwd=ROOT)
+
+
+@pytest.mark.timeout(180)
+def test_every_series_a_busy_server_exposes_is_in_the_readme_by_prometheus_conventions(warehouse):
+    """A server that served pushes, durable writes, follows and maintenance: each sample's name is
+    in README's table (histograms by their family), none is a `_created` series, no name says
+    `paimon` twice, the version is build_info's label, and every `tail -e` (it closes its follow)
+    and viewer counts OK, not as a failed call."""
+    from flight_server.wire.version import VERSION
+    from producers.examples.events import SCHEMA as EVENTS, batch
+
+    args = ("--metrics-port", "0", "--commit-interval-ms", "5", "--maintenance-interval-ms", "50")
+    with ServerProcess(warehouse, *args) as server:
+        assert f"flight-paimon {VERSION} serving {server.uri}" in server.first_line
+        url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
+        client = Client(server.uri, timeout=10)
+        client.create_table("db.e", EVENTS)
+        with client.paimon_sink("db.e", producer="p", max_unacked=1) as sink:
+            for seq in range(12):
+                sink.write(batch("p", seq, 10))
+        with client.register_streaming_table("clicks", SCHEMA, capacity=16) as sink:
+            sink.write(make_batch(0, 3))
+        for argv in (["tail", "db.e", "--from", "earliest", "-e"], ["tail", "db.e", "--limit", "5"],
+                     ["tail", "push:clicks", "--from", "earliest", "--limit", "3"]):
+            done = cli(*argv, uri=server.uri)
+            assert done.returncode == 0, (argv, done.stderr)
+        wait_for(lambda: client.stats("db.e").maintenance["db.e"].compactions > 0, "a compaction", timeout=60)
+        health = client.health()
+        assert health.version == VERSION and health.status == "serving"
+
+        text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+        families = list(text_string_to_metric_families(text))
+        m = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
+        assert m[("flight_paimon_build_info", (("version", VERSION),))] == 1
+        statuses = {labels: v for (name, labels), v in m.items() if name == "flight_paimon_rpcs_total"}
+        assert statuses[(("method", "do_get"), ("status", "OK"))] >= 3, statuses
+        assert not [labels for labels in statuses if ("status", "OK") not in labels], statuses
+        assert m[("flight_paimon_open_follows", ())] == 0
+        listed = readme_metric_names()
+        histograms = {f.name for f in families if f.type == "histogram"}
+        for f in families:
+            for sample in f.samples:
+                assert not sample.name.endswith("_created"), sample.name
+                assert sample.name.count("paimon") == 1 or not sample.name.startswith("flight_paimon"), sample.name
+                family = f.name if f.name in histograms else sample.name
+                assert family in listed, f"README's metric table lacks {family}"
+        assert "flight_paimon_maintenance_write_amplification_ratio" in {n for n, _ in m}
+        client.close()
 
 
 @pytest.mark.timeout(60)
@@ -257,7 +314,7 @@ def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(ware
         assert got[("flight_paimon_maintenance_compactions_total", label)] == state.compactions > 0
         assert got[("flight_paimon_maintenance_files_deleted_total", label)] == state.files_deleted > 0
         assert got[("flight_paimon_maintenance_ingested_bytes_total", label)] == state.ingested_bytes > 0
-        assert got[("flight_paimon_maintenance_write_amplification", label)] == state.write_amplification == \
+        assert got[("flight_paimon_maintenance_write_amplification_ratio", label)] == state.write_amplification == \
             round(state.compacted_bytes / state.ingested_bytes, 3) > 0
         assert got[("flight_paimon_maintenance_last_timestamp_seconds", (("step", "expiry"), ("table", "db.e")))] \
             == state.last_expiry.at_ms / 1000

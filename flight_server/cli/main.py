@@ -23,7 +23,20 @@ def _command(spec: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version_uri is not None and not args.version:
+        parser.error("--uri before a command goes with --version only: put it after the command "
+                     "(flight_cli COMMAND --uri URI)")
+    if args.command is None and not args.version:
+        parser.error("the following arguments are required: COMMAND")
+    if args.version:
+        if args.version_uri is None:
+            from flight_server.wire.version import VERSION
+
+            print(f"flight_cli {VERSION}")
+            return OK
+        args.command, args.func, args.uri = "--version", "flight_server.cli.version:cmd_version", args.version_uri
     if args.command != "serve":
         # gRPC's C core writes a failed TLS handshake to stderr as a raw line of its own, before the
         # one line below says what failed and what to pass; GRPC_VERBOSITY=ERROR (or DEBUG) shows it.

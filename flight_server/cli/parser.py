@@ -7,7 +7,6 @@ loads the client and the wire, never pypaimon or the server.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import os
 
 from flight_server.cli import args as a
@@ -19,13 +18,6 @@ TAIL_STARTS = ("default", "latest", "latest-full", "full", "earliest", "from-sna
                "from-timestamp")  # Paimon's scan.mode names (`full`: its older name of latest-full)
 
 _URI = os.environ.get("FLIGHT_PAIMON_URI", a.DEFAULT_URI)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("flight-paimon")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 class _Change(argparse.Action):
@@ -56,12 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "them: push:NAME, paimon:DB.TABLE (or DB.TABLE).",
         epilog=a.EXIT_CODES + "\n\n" + examples("flight_cli serve --warehouse ./warehouse",
                                                 "flight_cli list", "flight_cli tail db.orders -e"))
-    parser.add_argument("--version", action="version", version=f"flight_cli {_version()}")
+    parser.add_argument("--version", action="store_true",
+                        help="print flight_cli's version; with --uri also the server's (its health action)")
+    parser.add_argument("--uri", dest="version_uri", metavar="URI", help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="log level, on stderr")
     # Also after the command (`flight_cli list --log-level debug`); SUPPRESS keeps the global value.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help="log level, on stderr")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Not required: `flight_cli --version` runs none (main says a command is needed otherwise).
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, text: str, func: str, *example: str, client: bool = True):
         p = sub.add_parser(name, help=text, description=text, parents=[common], formatter_class=HELP,

@@ -17,6 +17,7 @@ from flight_server.auth import AuthConfig, AuthConfigError
 from flight_server.cli.args import CliError
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.wire import allocator
+from flight_server.wire.version import VERSION
 
 log = structlog.get_logger("flight_cli")
 
@@ -171,8 +172,8 @@ def cmd_serve(args) -> int:
     thread = threading.Thread(target=server.serve, name="flight-serve", daemon=True)
     thread.start()
     metrics = f", metrics {metrics_url}/metrics" if metrics_url else ""
-    print(f"flight-paimon serving {server.uri} (warehouse {args.warehouse}{metrics})", flush=True)
-    log.info("serving", uri=server.uri, advertise=server.advertise, warehouse=args.warehouse,
+    print(f"flight-paimon {VERSION} serving {server.uri} (warehouse {args.warehouse}{metrics})", flush=True)
+    log.info("serving", version=VERSION, uri=server.uri, advertise=server.advertise, warehouse=args.warehouse,
              malloc_arena_max=1 if allocator.one_malloc_arena_set() else None,
              auth=f"{len(secured['auth'].principals)} principals" if "auth" in secured else None,
              mtls=bool(args.tls_client_ca), max_memory=args.max_memory, max_streams=args.max_streams)

@@ -356,6 +356,7 @@ class Health(Message):
     push_tables: int
     paimon_open_follows: int
     uptime_s: float
+    version: str = ""  # the server's flight-paimon version ("" from a server older than the field)
 
 
 
@@ -716,8 +717,9 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "from expiring).",
            '`{"table", "consumer_id", "next_snapshot"}`', "`{}`"),
     Action(names.HEALTH, HealthBody, Health, None, (),
-           "Whether the server serves (\"stopping\" from a shutdown's start).",
-           "`{}`", '`{"status": "serving" or "stopping", "push_tables", "paimon_open_follows", "uptime_s"}`'),
+           "Whether the server serves (\"stopping\" from a shutdown's start), and its flight-paimon version.",
+           "`{}`", '`{"status": "serving" or "stopping", "push_tables", "paimon_open_follows", "uptime_s", '
+           '"version"}`'),
     Action(names.CREATE_TABLE, CreateTableBody, TableCreated, ADMIN, (names.TABLE,),
            "Create a Paimon table for durable writes.",
            '`{"table", "schema", "primary_keys"?: [...], "partition_keys"?: [...], "options"?: {"bucket": "4", ...}}`',
