@@ -43,7 +43,8 @@ def register(ctx: ActionContext, body: wa.RegisterBody) -> wa.Registered:
     table = ctx.push.register(body.name, schema, capacity=body.capacity, partitions=body.partitions,
                               writers=body.writers, end_marker=body.end_marker, idle_timeout_s=body.idle_timeout_s,
                               capacity_bytes=body.capacity_bytes)
-    return wa.Registered(table.name, len(table.partitions), table.capacity, table.capacity_bytes)
+    return wa.Registered(table.name, len(table.partitions), table.capacity, table.capacity_bytes,
+                         table.partitions[0].writers)
 
 
 def fail(ctx: ActionContext, body: wa.FailBody) -> wa.Empty:
@@ -66,7 +67,7 @@ def drop(ctx: ActionContext, body: wa.DropBody) -> wa.Empty:
     try:
         dropped = compat.drop_table(ctx.paimon.catalog(), name)
     except compat.NOT_FOUND_ERRORS:
-        raise NotFound(f"Paimon table {name!r} does not exist; list_flights names the tables.", table=name) from None
+        raise NotFound(f"Paimon table {name!r} does not exist; `flight_cli list` names the tables.", table=name) from None
     if not dropped:
         raise WrongState(f"Paimon table {name!r} was not wholly dropped: another server or job kept writing files into "
                          "it while its files were deleted. Stop its writers, then drop it again.", table=name)

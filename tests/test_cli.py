@@ -35,7 +35,8 @@ def test_serve_register_produce_tail_list_stats(server_process):
     uri = server_process.uri
     reg = cli("register", "orders", "--schema", "id:int64,name:string,ts:timestamp[us]", "--capacity", "4", "--uri", uri)
     assert reg.returncode == 0, reg.stderr
-    assert json.loads(reg.stdout) == {"name": "orders", "partitions": 1, "capacity": 4, "capacity_bytes": None}
+    assert json.loads(reg.stdout) == {"name": "orders", "partitions": 1, "capacity": 4, "capacity_bytes": None,
+                                      "writers": 1}
     client = Client(uri)
     tail = tail_process("push:orders", "--format", "jsonl", "--uri", uri)
     wait_for(lambda: viewers(client, "orders") == 1, "the tail to attach as a viewer")

@@ -43,7 +43,7 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
                 assert client.offsets(body["name"]) == typed.partitions
             if name == "register":
                 assert result == {"name": body["name"], "partitions": body["partitions"], "capacity": body["capacity"],
-                                  "capacity_bytes": body["capacity_bytes"]}
+                                  "capacity_bytes": body["capacity_bytes"], "writers": body["writers"]}
         elif "push" in body and "producer" in body:  # a named producer's do_put into a push partition, sent twice: taken once
             client.register(body["push"], SCHEMA)
             for _ in range(2):

@@ -10,7 +10,7 @@ import sys
 from flight_server.cli import targets
 from flight_server.cli.connect import client
 from flight_server.wire import names
-from flight_server.wire.actions import PaimonTableStats, PushTableStats, Stats
+from flight_server.wire.actions import PaimonTableStats, PaimonWriteStats, PushTableStats, Stats
 
 
 def cmd_stats(args) -> int:
@@ -68,6 +68,16 @@ def _push(name: str, t: PushTableStats) -> list[str]:
     return lines
 
 
+def _writes(name: str, w: PaimonWriteStats) -> list[str]:
+    """A Paimon table's durable writes through this server, in words (`--format json`: every field)."""
+    last = "none yet" if w.last_snapshot is None else f"the last at snapshot {w.last_snapshot}"
+    producers = ", ".join(map(str, w.named_producers_writing)) or "no named producer"
+    line = (f"writes into {name} (this server): {w.commits:,} group commits ({last}); {w.queued_batches} batches "
+            f"queued ({_size(w.queued_bytes)}), {w.in_commit_batches} in the commit; {w.writers} writer threads; "
+            f"{producers} writing")
+    return [line + (f"; closed: {w.closed}" if w.closed else "")]
+
+
 def summary(result: Stats) -> str:
     """Lines a person reads: each table, then this server's writes and maintenance of it."""
     lines = []
@@ -76,8 +86,7 @@ def summary(result: Stats) -> str:
     for name, t in (result.push or {}).items():
         lines += _push(name, t)
     for name, w in result.paimon_writes.items():
-        lines.append(f"writes into {name} (this server): " + ", ".join(f"{k} {v}" for k, v in w.to_json().items()
-                                                                       if not isinstance(v, (dict, list))))
+        lines += _writes(name, w)
     for name, m in result.maintenance.items():
         lines.append(f"maintenance of {name} (this server, since it started): {m.compactions} compactions, "
                      f"{m.expiries} expiries, {m.files_deleted} files deleted"

@@ -247,6 +247,8 @@ def _not_null(old: pa.Field, what: str, state: _State) -> None:
 def _check_option(change: SchemaChange, what: str, state: _State) -> None:
     key = change.key
     state.touched.add(key)
+    if change.change == names.SET_OPTION:  # removing a misspelt option stays possible
+        create.check_option_name(key, "alter_table", state.table, "Nothing was changed.")
     if key == PATH:
         raise state.refuse(what, "Change path is not supported yet", "a table stays where it was created")
     if key == BUCKET and state.has_snapshots:
@@ -320,7 +322,7 @@ def alter_table(catalog, table, name: str, raw_changes,
     try:
         paimon_schema.alter_table(catalog, name, list(zip(changes, fields)))
     except compat.NOT_FOUND_ERRORS:
-        raise NotFound(f"Paimon table {name!r} does not exist; list_flights names the tables.", table=name) from None
+        raise NotFound(f"Paimon table {name!r} does not exist; `flight_cli list` names the tables.", table=name) from None
     except paimon_schema.AlterRefused as e:
         reason = str(e).rstrip(".")
         raise InvalidRequest(f"alter_table {name!r}: Paimon refuses the changes ({reason}); fix or leave out that "

@@ -42,6 +42,15 @@ def check_options(options: dict[str, str], primary_key: bool, action: str, name:
             "columns that pick a row's bucket), e.g. {\"bucket\": \"4\", \"bucket-key\": \"id\"}.")
 
 
+def check_option_name(key: str, action: str, name: str, nothing_done: str) -> None:
+    """A near miss of an option Paimon knows is refused naming it: Paimon would keep the misspelt
+    option and do nothing with it."""
+    meant = compat.misspelt_option(key)
+    if meant is not None:
+        raise InvalidRequest(f"{action} {name!r}: Paimon knows no table option {key!r}: did you mean {meant!r}? "
+                             f"{nothing_done}", table=name)
+
+
 def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_keys, options) -> TableCreated:
     if len(schema) == 0:
         raise InvalidRequest(f"create_table {name!r}: the schema has no columns.")
@@ -55,6 +64,8 @@ def create_table(catalog, name: str, schema: pa.Schema, primary_keys, partition_
         raise InvalidRequest(
             f"create_table {name!r}: a primary-key table's partition keys must be part of its primary key "
             f"(Paimon's rule); add {sorted(set(partition_keys) - set(primary_keys))} to primary_keys.")
+    for key in options:
+        check_option_name(key, "create_table", name, "Nothing was created.")
     check_options(options, bool(primary_keys), "create_table", name)
     try:
         compat.create_table(catalog, name, schema, primary_keys, partition_keys, options)

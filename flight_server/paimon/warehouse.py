@@ -75,7 +75,7 @@ class PaimonSource:
             return self.catalog().get_table(name)
         except compat.NOT_FOUND_ERRORS as e:
             raise NotFound(
-                f"Paimon table {name!r} does not exist; list_flights names the tables.", table=name) from e
+                f"Paimon table {name!r} does not exist; `flight_cli list` names the tables.", table=name) from e
 
     def latest_snapshot(self, name: str) -> int | None:
         return compat.latest_snapshot_id(self.table(name))

@@ -334,6 +334,7 @@ class Registered(Message):
     partitions: int
     capacity: int
     capacity_bytes: int | None = None
+    writers: int | None = None  # producer streams each partition takes (None from a server older than the field)
 
 
 
@@ -675,7 +676,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "Register a push table.",
            '`{"name", "schema", "capacity"?: 16, "capacity_bytes"?: null, "partitions"?: 1, "writers"?: 1, '
            '"end_marker"?: "required", "idle_timeout_s"?: null}`',
-           '`{"name", "partitions", "capacity", "capacity_bytes"}`'),
+           '`{"name", "partitions", "capacity", "capacity_bytes", "writers"}`'),
     Action(names.FAIL, FailBody, Empty, ADMIN, ("name",),
            "End a push table (or one partition) with an error its readers receive.",
            '`{"name", "partition"?: P, "message"}`', "`{}`"),

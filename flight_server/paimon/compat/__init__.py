@@ -20,7 +20,8 @@ they wrap:
   the manifest merge our commits do;
 - `commit`: a compaction's split, its commit messages and its COMPACT commit, and a check run
   before each attempt of a commit;
-- `merge_tree`: a primary-key bucket's files read, folded and written again.
+- `merge_tree`: a primary-key bucket's files read, folded and written again;
+- `options`: the table option names Paimon knows, and the one a misspelt name resembles.
 
 `from flight_server.paimon import compat; compat.NAME` reaches every name below.
 """
@@ -34,6 +35,7 @@ from flight_server.paimon.compat.catalog import (
     row_kind_field, shares_buckets, table_identity,
 )
 from flight_server.paimon.compat.columns import Columns, columns_of, newer_schema
+from flight_server.paimon.compat.options import known_options, misspelt_option
 from flight_server.paimon.compat.commit import (
     COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, guard_commits, makes_snapshot,
     mark_compacted,
@@ -62,7 +64,7 @@ PYPAIMON_VERSION = "2.1.0"  # the version every function here was read from (pyp
 __all__ = [
     "catalog", "columns", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
     # columns by schema version
-    "Columns", "columns_of", "newer_schema",
+    "Columns", "columns_of", "newer_schema", "known_options", "misspelt_option",
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
     "compaction_changelog_producer", "create_catalog", "create_table", "drop_table", "fixed_buckets", "list_tables",
