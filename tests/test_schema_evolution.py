@@ -15,6 +15,7 @@ import pytest
 from flight_server.wire import messages, names
 from tests.conftest import wait_for
 from tests.paimon_tables import Warehouse
+from tests.test_ingest import put_raw
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,22 +41,11 @@ def rename_column(old: str, new: str):
 
 
 def put(client, table: str, batches: list[pa.RecordBatch], producer: str | None = None) -> list:
-    command = names.write_command(table, producer) if producer else None
-    descriptor = (flight.FlightDescriptor.for_command(json.dumps(command)) if command
+    """One stream of `batches` (a named producer's numbered 0, 1, ...); returns the acks."""
+    descriptor = (flight.FlightDescriptor.for_command(json.dumps(names.write_command(table, producer))) if producer
                   else flight.FlightDescriptor.for_path(*names.paimon_path(table)))
-    writer, reader = client.flight.do_put(descriptor, batches[0].schema)
-    for i, b in enumerate(batches):
-        if producer:
-            writer.write_with_metadata(b, pa.py_buffer(messages.batch_seq(i)))
-        else:
-            writer.write_batch(b)
-    writer.write_metadata(pa.py_buffer(messages.end(len(batches))))
-    writer.done_writing()
-    acks = []
-    while (buf := reader.read()) is not None:
-        acks.append(messages.read_ack(buf))
-    writer.close()
-    return acks
+    return put_raw(client, descriptor, batches, metadata=messages.batch_seq if producer else None,
+                   schema=batches[0].schema)
 
 
 def rows(client, table: str) -> list[dict]:
@@ -226,9 +216,11 @@ def test_a_delta_of_an_old_snapshot_and_a_widened_column_read_with_the_current_s
     first = put(client, "db.t", [pa.record_batch([pa.array([1], pa.int64()), pa.array([7], pa.int32())],
                                                  schema=narrow)])[0].snapshot
     alter(warehouse, "db.t", SchemaChange.update_column_type("n", AtomicType("BIGINT")), add_column("x"))
-    writer_open = put(client, "db.t", [pa.record_batch([pa.array([2], pa.int64()), pa.array([8], pa.int32())],
-                                                       schema=narrow)])  # an old producer: n cast, x null
-    assert writer_open[0].snapshot > first
+    with pytest.raises(pa.ArrowInvalid, match="column 'n' has type int32, expected int64"):
+        put(client, "db.t", [pa.record_batch([pa.array([2], pa.int64()), pa.array([8], pa.int32())], schema=narrow)])
+    wide = pa.schema([narrow[0], ("n", pa.int64())])  # a new stream sends the table's types (x left out: null)
+    later = put(client, "db.t", [pa.record_batch([pa.array([2], pa.int64()), pa.array([8], pa.int64())], schema=wide)])
+    assert later[0].snapshot > first
     delta = client.flight.get_flight_info(flight.FlightDescriptor.for_command(
         json.dumps({"table": "db.t", "from_snapshot": 0, "to_snapshot": first})))
     got = [r for e in delta.endpoints for t in [client.flight.do_get(e.ticket).read_all()] for r in t.to_pylist()]
