@@ -52,3 +52,43 @@ def test_the_deletes_and_changelog_example_runs_as_written(fp, server):
     promised = shown_tables([line[2:] for line in python.splitlines() if line.startswith("# ")])
     got = shown_tables(out.getvalue().splitlines())
     assert len(promised) == 2 and got == promised, out.getvalue()
+
+
+def sh_block(path: str, heading: str) -> str:
+    """The first ```sh block under `heading` in `path`."""
+    text = (ROOT / path).read_text().split(heading, 1)[1]
+    return re.search(r"```sh\n(.*?)\n```", text, re.S).group(1)
+
+
+@pytest.mark.timeout(300)
+def test_the_any_language_producers_usage_runs_as_written(server):
+    """producers/js/README.md's Usage: both producers end, and tail (a viewer) prints all 20 batches
+    and ends at EOF; run with the README's URI pointed at the test's server."""
+    import os
+    import shutil
+    import sys
+
+    if shutil.which("node") is None or not (ROOT / "producers/js/node_modules").is_dir():
+        pytest.skip("Node.js or producers/js/node_modules is missing: scripts/setup.d/10-producers installs them")
+    script = sh_block("producers/js/README.md", "## Usage").replace(README_URI, server.uri)
+    env = {**child_env(), "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
+           "FLIGHT_PAIMON_URI": server.uri}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("done batches=10") == 2 and "20000 rows" in done.stdout + done.stderr, done.stdout[-2000:]
+
+
+@pytest.mark.timeout(120)
+def test_the_raw_grpc_producer_says_why_it_waits_on_a_full_partition(client, server):
+    import sys
+
+    client.register("full", __import__("producers.raw_grpc.rows", fromlist=["SCHEMA"]).SCHEMA, capacity=1)
+    done = subprocess.run([sys.executable, "-m", "producers.raw_grpc.producer", "--uri", server.uri, "--table", "full",
+                           "--batches", "4", "--rows", "10", "--timeout", "5"], capture_output=True, text=True,
+                          cwd=ROOT, env=child_env(), timeout=60)
+    assert done.returncode == 1
+    why = "partition 0 of push table 'full' is full: is a reader running?"
+    assert re.search(r"producer: waiting for the server to take the next batch \(acked up to \d+\); "
+                     + re.escape(why), done.stderr), done.stderr
+    assert "DEADLINE_EXCEEDED" in done.stderr and f"(--timeout 5 s passed; {why})" in done.stderr, done.stderr

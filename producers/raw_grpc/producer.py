@@ -96,16 +96,61 @@ def server_message(error: grpc.RpcError) -> str:
     return f"{error.code().name}: {error_message(error.details() or '')}"
 
 
+STALL_S = 2.0  # no batch taken and no ack for this long: the server is waiting for room; say why
+
+
+def waiting_for(args) -> str:
+    """Why a producer's writes wait, as the Node producer says it."""
+    if args.paimon is None:
+        return f"partition {args.partition} of push table '{args.table}' is full: is a reader running?"
+    return f"the server's queue of Paimon table '{args.paimon}' is full (serve --commit-bytes): are its commits slow?"
+
+
+class Progress:
+    """Batches taken and acks seen; a watcher says once per wait when neither moved for STALL_S."""
+
+    def __init__(self, why: str):
+        self.why, self.moves, self.acked = why, 0, -1
+        self.done = threading.Event()
+
+    def moved(self) -> None:
+        self.moves += 1
+
+    def watch(self) -> None:
+        seen, said = self.moves, False
+        while not self.done.wait(STALL_S):
+            if self.moves != seen:
+                seen, said = self.moves, False
+            elif not said:
+                said = True
+                print(f"producer: waiting for the server to take the next batch (acked up to {self.acked}); "
+                      f"{self.why}", file=sys.stderr, flush=True)
+
+
 def push(uri: str, requests: Iterable[pb2.FlightData], timeout_s: float,
-         on_ack: Callable[[messages.Ack], None], security: Security) -> int:
+         on_ack: Callable[[messages.Ack], None], security: Security, progress: Progress | None = None) -> int:
     """Stream `requests` to DoPut and report each ack; returns the last seq acked (-1: none)."""
     last = -1
-    with channel(uri, security) as ch:
-        for result in pb2_grpc.FlightServiceStub(ch).DoPut(iter(requests), timeout=timeout_s,
-                                                           metadata=security.metadata):
-            ack = messages.read_ack(result.app_metadata)
-            last = ack.seq
-            on_ack(ack)
+    progress = progress or Progress("")
+    watcher = threading.Thread(target=progress.watch, daemon=True) if progress.why else None
+    if watcher is not None:
+        watcher.start()
+
+    def taken():
+        for request in requests:
+            progress.moved()
+            yield request
+
+    try:
+        with channel(uri, security) as ch:
+            for result in pb2_grpc.FlightServiceStub(ch).DoPut(taken(), timeout=timeout_s,
+                                                               metadata=security.metadata):
+                ack = messages.read_ack(result.app_metadata)
+                last = progress.acked = ack.seq
+                progress.moved()
+                on_ack(ack)
+    finally:
+        progress.done.set()
     return last
 
 
@@ -162,10 +207,14 @@ def main(argv: list[str] | None = None) -> int:
             last_seq = producer_state(args.uri, args.paimon, args.producer, args.timeout, security)
             say(f"resume last_seq={'none' if last_seq is None else last_seq}")
             start = 0 if last_seq is None else last_seq + 1
+        progress = Progress(waiting_for(args))
         last = push(args.uri, demo_requests(args, start), args.timeout, lambda ack: say(
-            f"ack {ack.seq}" + ("" if ack.snapshot is None else f" snapshot={ack.snapshot}")), security)
+            f"ack {ack.seq}" + ("" if ack.snapshot is None else f" snapshot={ack.snapshot}")), security, progress)
     except grpc.RpcError as e:
-        print(f"error: {server_message(e)}", file=sys.stderr)
+        hint = ""
+        if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            hint = f" (--timeout {args.timeout:g} s passed; {waiting_for(args)})"
+        print(f"error: {server_message(e)}{hint}", file=sys.stderr)
         return 1
     if args.fail_after is not None:
         say(f"failed-in-band {json.dumps(args.message)}")
