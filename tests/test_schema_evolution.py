@@ -439,3 +439,29 @@ def test_flight_cli_tail_shows_the_new_columns_after_a_change_and_its_consumer_r
     assert second.returncode == 0, err
     assert sorted(({k: v for k, v in json.loads(line).items() if k != "_snapshot"} for line in out.splitlines()),
                   key=lambda r: r["id"]) == [{"id": i, "label": f"b{i}", "x": i * 10} for i in (9, 10, 11)]
+
+
+def test_a_follow_that_goes_on_across_changes_ends_typed_when_a_column_it_reads_is_widened(client, warehouse):
+    """Read in its old type (int32), a widened value (2**40) would come out null: a silently wrong row."""
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+
+    from flight_server.wire.errors import from_flight
+    from tests.paimon_tables import Follower, command, info
+
+    narrow = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int32())])
+    client.create_table("db.t", narrow, options={"write-only": "true"})
+    put(client, "db.t", [pa.record_batch([pa.array([1], pa.int64()), pa.array([7], pa.int32())], schema=narrow)])
+    follower = Follower(client, info(client, command({"table": "db.t", "follow": True, "start": "earliest",
+                                                       "poll_interval_ms": 50})).endpoints[0])
+    try:
+        follower.wait_rows(1)
+        alter(warehouse, "db.t", SchemaChange.update_column_type("n", AtomicType("BIGINT")))
+        wide = pa.schema([narrow[0], ("n", pa.int64())])
+        put(client, "db.t", [pa.record_batch([pa.array([2], pa.int64()), pa.array([2**40], pa.int64())], schema=wide)])
+        wait_for(lambda: follower.error is not None, "the follow to end at the widened column's snapshot")
+    finally:
+        follower.cancel()
+    error = from_flight(follower.error)
+    assert error.code == "schema_changed" and "snapshot 2" in str(error), error
+    assert [r for _, b in follower.take() for r in b.to_pylist()] == [{"id": 1, "n": 7}]  # no null for 2**40

@@ -144,8 +144,10 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
     sm = table.snapshot_manager()
     poll_s = req.poll_interval_ms / 1000.0
     no_rows = pa.RecordBatch.from_pylist([], schema=scope.schema)  # carries the done marks
-    schema_id = compat.columns_of(table).schema_id  # the columns it opened with, which it keeps
+    opened = compat.columns_of(table)  # the columns it opened with, which it keeps
+    schema_id = opened.schema_id
     ends_at_change = req.on_schema_change == names.SCHEMA_CHANGE_END
+    retypes: dict[int, bool] = {}  # schema id -> whether it changed the type of a column the follow reads
     try:
         if full is not None:  # a consumer's first full read is protected by nothing: expiry may take it
             with scope.expired_named([full]):
@@ -164,14 +166,24 @@ def follow(scope, ticket: PaimonTicket, is_cancelled: Callable[[], bool], stoppi
             if snap is None:
                 _wait(poll_s, is_cancelled, stopping, req.table)
                 continue
-            if ends_at_change and snap.schema_id > schema_id:
-                raise _schema_changed(req.table, snap, schema_id)
+            if snap.schema_id > schema_id and (ends_at_change or _retypes(table, opened, snap.schema_id, retypes)):
+                raise _schema_changed(req.table, snap, schema_id)  # going on would read its values in old types
             yield from followed_delta(scope, planner, snap, buckets, identity)
             yield no_rows, messages.done_mark(nxt)
             nxt += 1
             position.next = nxt
     finally:
         compat.close_planner(planner)
+
+
+def _retypes(table, opened, schema_id: int, known: dict[int, bool]) -> bool:
+    """Whether schema `schema_id` changed the type of a column the follow reads: read in the type
+    it opened with, a widened value could come out wrong (null), so even a follow that goes on
+    across changes ends there."""
+    if schema_id not in known:
+        later = compat.columns_at(table, schema_id)
+        known[schema_id] = later is not None and bool(compat.retyped(opened, later))
+    return known[schema_id]
 
 
 def _schema_changed(name: str, snap, schema_id: int) -> SchemaChanged:

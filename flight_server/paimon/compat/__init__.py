@@ -34,7 +34,7 @@ from flight_server.paimon.compat.catalog import (
     create_catalog, create_table, drop_table, fixed_buckets, list_tables, native_write_table, refuses_retractions,
     row_kind_field, shares_buckets, table_identity,
 )
-from flight_server.paimon.compat.columns import Columns, columns_of, newer_schema
+from flight_server.paimon.compat.columns import Columns, columns_at, columns_of, newer_schema, retyped
 from flight_server.paimon.compat.options import known_options, misspelt_option
 from flight_server.paimon.compat.commit import (
     COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, guard_commits, makes_snapshot,
@@ -64,7 +64,7 @@ PYPAIMON_VERSION = "2.1.0"  # the version every function here was read from (pyp
 __all__ = [
     "catalog", "columns", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
     # columns by schema version
-    "Columns", "columns_of", "newer_schema", "known_options", "misspelt_option",
+    "Columns", "columns_at", "columns_of", "newer_schema", "retyped", "known_options", "misspelt_option",
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
     "compaction_changelog_producer", "create_catalog", "create_table", "drop_table", "fixed_buckets", "list_tables",

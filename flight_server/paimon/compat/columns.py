@@ -42,3 +42,26 @@ def newer_schema(table, schema_id: int) -> bool:
     from pypaimon.schema.schema_manager import SchemaManager
 
     return table.file_io.exists(SchemaManager(table.file_io, table.table_path)._to_schema_path(schema_id + 1))
+
+
+def columns_at(table, schema_id: int) -> Columns | None:
+    """The columns of the table's schema `schema_id` (None when there is no such schema).
+
+    Read from pypaimon 2.1.0: `SchemaManager(file_io, table_path).get_schema(schema_id)` (a
+    TableSchema, or None); `PyarrowFieldParser.from_paimon_schema(fields)`."""
+    from pypaimon.schema.data_types import PyarrowFieldParser
+    from pypaimon.schema.schema_manager import SchemaManager
+
+    schema = SchemaManager(table.file_io, table.table_path).get_schema(schema_id)
+    if schema is None:
+        return None
+    return Columns(schema.id, PyarrowFieldParser.from_paimon_schema(schema.fields), tuple(f.id for f in schema.fields))
+
+
+def retyped(source: Columns, target: Columns) -> list[str]:
+    """The columns of `source` whose type `target` changed (matched by field id): read with
+    `source`'s types, their new values may not fit (a widened integer read narrow).
+
+    Read from pypaimon 2.1.0: nothing beyond `Columns`."""
+    types = dict(zip(target.field_ids, target.arrow.types))
+    return [f.name for f, fid in zip(source.arrow, source.field_ids) if fid in types and not types[fid].equals(f.type)]
