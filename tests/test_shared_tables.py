@@ -86,15 +86,22 @@ def test_a_resend_through_another_server_is_acked_and_not_written_again(two_serv
     assert ca.producer_state("db.t", "p") == cb.producer_state("db.t", "p") == 5
 
 
+def big(seq: int) -> pa.RecordBatch:
+    """A batch of 2 MiB: past A's --commit-bytes, it has A commit at once what it holds."""
+    return pa.record_batch([pa.array(range(50), pa.int64()), pa.array([seq] * 50, pa.int64()),
+                            pa.array(["x" * 42_000] * 50)], schema=SCHEMA)
+
+
 def test_batches_waiting_in_one_servers_commit_and_resent_through_another_land_once(warehouse):
-    """The producer's batches wait in A's group commit (A commits every 3 s); it fails over to B,
-    which has not seen them, and resends: whichever server commits second is refused."""
-    a = RunningServer(warehouse, commit_interval_ms=3000)
+    """The producer's batches wait in A's group commit (A commits once a minute, or once 1 MiB
+    waits); it fails over to B, which has not seen them, and resends them; then A gets the bytes
+    that make it commit: the server that commits second (A) is refused."""
+    a = RunningServer(warehouse, commit_interval_ms=60_000, commit_bytes=1 << 20)
     b = RunningServer(warehouse)
     ca, cb = Client(a.uri, timeout=60), Client(b.uri, timeout=60)
     try:
         ca.create_table("db.t", SCHEMA, options=WRITE_ONLY)
-        send(ca, "db.t", "other", [100])  # A's interval now runs: its next commit is ~3 s away
+        send(ca, "db.t", "other", [100])  # the first commit after a quiet spell: A's minute now runs
         stream = OpenStream(ca, "db.t", "p")
         for seq in (0, 1, 2):
             stream.send(seq)
@@ -108,15 +115,15 @@ def test_batches_waiting_in_one_servers_commit_and_resent_through_another_land_o
             outcomes["b"] = [x.seq for x in send(cb, "db.t", "p", [0, 1, 2])]
         except flight.FlightError as e:
             outcomes["b"] = from_flight(e)
+        stream.writer.write_with_metadata(big(3), pa.py_buffer(messages.batch_seq(3)))  # A commits now
+        stream.sent += 1
         try:
             outcomes["a"] = [x.seq for x in stream.end()]
         except flight.FlightError as e:
             outcomes["a"] = from_flight(e)
-        landed = [k for k, v in outcomes.items() if v == [0, 1, 2]]
-        refused = {k: v for k, v in outcomes.items() if k not in landed}
-        assert len(landed) == 1 and len(refused) == 1, outcomes
-        (error,) = refused.values()
-        assert error.code == "commit_raced" and "'p'" in str(error) and "already" in str(error), error
+        assert outcomes["b"] == [0, 1, 2], outcomes  # B committed first
+        error = outcomes["a"]
+        assert error.code == "commit_raced" and "'p'" in str(error) and "already" in str(error), outcomes
         assert batches_in(ca, "db.t") == {100: 50, 0: 50, 1: 50, 2: 50}
         assert ca.producer_state("db.t", "p") == cb.producer_state("db.t", "p") == 2
     finally:
