@@ -176,5 +176,5 @@ def test_batch_read_retried_task_reads_every_row_once_and_a_retried_write_is_ref
     # Its reader gets an error, never a clean end after the first attempt's rows. (The writer sees
     # the failure as its input stream breaking off: the failing function ran in another worker.)
     info = client.info("writeme", 0)
-    with pytest.raises(Exception, match="partition 0 failed: the producer failed"):
+    with pytest.raises(Exception, match="partition 0 failed: producer 'spark-[0-9a-f]+-0' failed: Spark task failed"):
         list(client.read_endpoint(info.endpoints[0], timeout=30))

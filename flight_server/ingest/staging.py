@@ -265,15 +265,14 @@ class Staging:
         fields["staged_rows"] = rows
 
     def _check_stageable(self, target: WriteTarget, principal: str | None) -> None:
-        """(Holding the lock.) An attempt joins a stage of its own principal, not committed, once."""
+        """(Holding the lock.) An attempt joins a stage of its own principal, once. A stage committed
+        already takes attempts again (a micro-batch Spark replays after a restart stages under the
+        same id): its commit then commits none of them (`commit`)."""
         key = (target.table, target.stage)
         stage, done = self._stages.get(key), self._done.get(key)
         if stage is not None or done is not None:
             owner = stage.principal if stage is not None else done.principal
             _owned(target.table, target.stage, owner, principal, "stage an attempt into")
-        if done is not None:
-            raise WrongState(f"{target.label}: the stage was committed in snapshot {done.result.snapshot}; stage a new "
-                             "job under a new stage id.", table=target.table)
         if stage is not None and target.attempt in stage.attempts:
             raise WrongState(f"{target.label}: that attempt is staged already; stage each attempt under its own "
                              "id (Spark's writer uses the task attempt's id).", table=target.table)
@@ -291,7 +290,12 @@ class Staging:
             stage, done = self._settled(name, stage_id, principal, "commit")
             if stage is not None:
                 stage.committing = True  # claimed: another commit or abort of it waits for this one
-        if done is not None:
+        if done is not None:  # attempts staged since (a replayed micro-batch) are never committed
+            self._drop(name, stage_id)
+            if attempts_digest(attempts) != done.attempts and producer is not None:
+                last = committer.producers.last_seq(producer)
+                if last is not None and seq <= last:  # the replay of an epoch the table holds
+                    return Committed(committer.producers.snapshot_of(producer), 0, True)
             return _again(name, stage_id, done.attempts, done.result, attempts_digest(attempts))
         if stage is None:
             return self._recover(name, stage_id, attempts, producer, seq, principal)
