@@ -75,6 +75,10 @@ CUTOFF = 0.9  # difflib's ratio: one or two letters off in a name of 20
 
 @functools.cache
 def known_options() -> frozenset[str]:
+    """Every option name a table may carry: pypaimon's, Java Paimon 0.9's and the server's own.
+
+    Read from pypaimon 2.1.0: `CoreOptions`' class attributes that are `ConfigOption`s, each with
+    `key()`."""
     from pypaimon.common.options.config_option import ConfigOption
     from pypaimon.common.options.core_options import CoreOptions
 
@@ -84,7 +88,9 @@ def known_options() -> frozenset[str]:
 
 def misspelt_option(key: str) -> str | None:
     """The known option `key` is a near miss of, or None: a known name, one under a free prefix, or
-    one close to no known name."""
+    one close to no known name.
+
+    Read from pypaimon 2.1.0: see `known_options`."""
     known = known_options()
     if key in known or key.startswith(FREE_PREFIXES):
         return None
