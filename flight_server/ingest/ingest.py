@@ -161,6 +161,7 @@ class Ingest:
         """After `close`: wait (at most `timeout` s in all) for every committer's threads to stop,
         once the writes and commits in flight landed; False if one outlived the bound."""
         deadline = time.monotonic() + timeout
+        self._janitor.join(max(0.0, deadline - time.monotonic()))  # `close` stopped it
         with self._lock:
             committers = [*self._committers.values(), *self._retired]
         stopped = all([c.join(max(0.0, deadline - time.monotonic())) for c in committers])
