@@ -136,8 +136,9 @@ def _compat_sources() -> list[tuple[Path, ast.Module]]:
 
 def test_the_installed_pypaimon_is_the_pinned_one_compat_was_read_from():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    pins = [d for d in pyproject["project"]["dependencies"] if re.match(r"pypaimon\s*==", d)]
-    assert len(pins) == 1, f"pyproject.toml pins pypaimon exactly once (==), not {pins}"
+    server = pyproject["project"]["optional-dependencies"]["server"]  # the server's extra: the client has no pypaimon
+    pins = [d for d in server if re.match(r"pypaimon\s*==", d)]
+    assert len(pins) == 1, f"pyproject.toml's server extra pins pypaimon exactly once (==), not {pins}"
     pinned = pins[0].split("==", 1)[1].strip()
     installed = importlib.metadata.version("pypaimon")
     assert installed == pinned, (f"pypaimon {installed} is installed, pyproject.toml pins {pinned}: "

@@ -17,9 +17,21 @@ from flight_server.cli.parser import build_parser
 __all__ = ["build_parser", "main"]
 
 
+# What an extra brings (pyproject.toml): a command that needs one names the extra to install.
+EXTRAS = {"pypaimon": "server", "pypaimon_rust": "server", "fastavro": "server", "prometheus_client": "server",
+          "pydantic": "server", "pyspark": "spark"}
+
+
 def _command(spec: str):
     module, _, function = spec.partition(":")
-    return getattr(importlib.import_module(module), function)
+    try:
+        return getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as e:
+        extra = EXTRAS.get((e.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        raise CliError(f"needs the {extra} part of flight-paimon ({e.name} is not installed): "
+                       f"pip install 'flight-paimon[{extra}]'") from None
 
 
 def main(argv: list[str] | None = None) -> int:
