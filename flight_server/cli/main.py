@@ -49,6 +49,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"flight_cli {VERSION}")
             return OK
         args.command, args.func, args.uri = "--version", "flight_server.cli.version:cmd_version", args.version_uri
+    if args.command == "serve" and args.config is not None:
+        from flight_server.cli import serve_config
+
+        try:
+            serve_config.apply(args, sys.argv[1:] if argv is None else argv, parser.command_parsers["serve"])
+        except CliError as e:
+            print(f"flight_cli serve: {e}", file=sys.stderr)
+            return USAGE
     if args.command != "serve":
         # gRPC's C core writes a failed TLS handshake to stderr as a raw line of its own, before the
         # one line below says what failed and what to pass; GRPC_VERBOSITY=ERROR (or DEBUG) shows it.

@@ -230,4 +230,5 @@ def build_parser() -> argparse.ArgumentParser:
                    "as `list` prints it (unset: every push table and this server's Paimon writes)")
     p.add_argument("--format", choices=["text", "json"], help="output format (unset: text on a terminal, else json)")
     _client_args(p)
+    parser.command_parsers = sub.choices  # each command's parser, by name (serve --config reads serve's flags)
     return parser

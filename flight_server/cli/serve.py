@@ -15,6 +15,7 @@ import structlog
 
 from flight_server.auth import AuthConfig, AuthConfigError
 from flight_server.cli.args import CliError
+from flight_server.cli.sd_notify import notify
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.wire import allocator
 from flight_server.wire.version import VERSION
@@ -115,6 +116,14 @@ def limits(args) -> dict:
             "budget": TableBudget(args.max_memory, args.max_tables, args.max_partitions)}
 
 
+def _notify(state: str) -> None:
+    """Tell systemd (Type=notify units); a socket it set but that cannot be reached is logged, not fatal."""
+    try:
+        notify(state)
+    except OSError as e:
+        log.warning("sd_notify_failed", notify_socket=os.environ.get("NOTIFY_SOCKET"), error=e.strerror or str(e))
+
+
 def cmd_serve(args) -> int:
     from flight_server.server import FlightPaimonServer
 
@@ -177,8 +186,10 @@ def cmd_serve(args) -> int:
              malloc_arena_max=1 if allocator.one_malloc_arena_set() else None,
              auth=f"{len(secured['auth'].principals)} principals" if "auth" in secured else None,
              mtls=bool(args.tls_client_ca), max_memory=args.max_memory, max_streams=args.max_streams)
+    _notify(f"READY=1\nSTATUS=serving {server.uri}\nMAINPID={os.getpid()}")
     sig = signal.sigwait(signals)
     log.info("shutting_down", signal=signal.Signals(sig).name, timeout_s=args.shutdown_timeout)
+    _notify("STOPPING=1\nSTATUS=draining")
     if not server.close("the server is shutting down", args.shutdown_timeout):
         # A call stuck in gRPC (a frozen client that stopped reading) holds shutdown() forever,
         # and interpreter exit would wait for it too: the bound is the process's exit.

@@ -7,6 +7,10 @@ from flight_server.limits import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_STREAMS, DE
 
 
 def add_serve_arguments(p) -> None:
+    p.add_argument("--config", metavar="FILE",
+                   help="a TOML file of these settings: each flag's name without -- is a key (port = 8815, "
+                        "metrics-port = 9464, commit-bytes = \"64MiB\", insecure = true, advertise = [...], a "
+                        "[warehouse-option] table); a flag given here wins over its key (deploy/serve.toml)")
     p.add_argument("--warehouse", default="./warehouse", type=a.warehouse,
                    help="Paimon warehouse: a directory (created when missing), or an object store URI such as "
                         "s3://bucket/path")
