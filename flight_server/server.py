@@ -28,7 +28,7 @@ from flight_server.ingest.ingest import (
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.workers import RewriteWorker
-from flight_server.metrics import Metrics
+from flight_server.metrics import DEFAULT_METRICS_MAX_TABLES, DEFAULT_TABLE_WINDOW_S, Metrics
 from flight_server.middleware import AUTH, AuthMiddlewareFactory, access, authenticated
 from flight_server.paimon.warehouse import PaimonSource
 from flight_server.push.service import PushSource
@@ -60,7 +60,7 @@ class _Call:
         self.rows = 0
         self.bytes = 0
         self.start = time.perf_counter()
-        self._counters = None  # (rows, bytes) Prometheus counters, once the call knows its table
+        self._counters = None  # its metrics.Served, once the call knows its table
         self._slots = None
         if method in _STREAMS:
             server.streams.acquire(method)
@@ -78,8 +78,7 @@ class _Call:
         self.rows += batch.num_rows
         self.bytes += nbytes
         if self._counters is not None:
-            self._counters[0].inc(batch.num_rows)
-            self._counters[1].inc(nbytes)
+            self._counters.add(batch.num_rows, nbytes)
 
     def client_closed(self, error: BaseException | None) -> bool:
         """A follow or a view the client closed (tail's Ctrl-C, `-e`, `--limit`): how these
@@ -139,6 +138,8 @@ class FlightPaimonServer(flight.FlightServerBase):
                  write_threads: int = DEFAULT_WRITERS, maintenance_interval_ms: int = 1000,
                  table_idle_ms: int = int(DEFAULT_IDLE_S * 1000),
                  maintenance_workers: int = 1, auth: AuthConfig | None = None, streams: StreamSlots | None = None,
+                 metrics_table_window_ms: int = int(DEFAULT_TABLE_WINDOW_S * 1000),
+                 metrics_max_tables: int = DEFAULT_METRICS_MAX_TABLES,
                  budget: TableBudget | None = None, warehouse_options: dict[str, str] | None = None, **kwargs):
         """`ticket_lifetime_ms`: how long after planning a ticket is served; `warehouse_options`:
         pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
@@ -146,6 +147,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         `table_idle_ms`: a table's durable-write committer (threads, writers) unused this long closes;
         `auth`: principals and grants (None: every caller may do everything); `streams`: the
         --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
+        `metrics_table_window_ms`, `metrics_max_tables`: the tables /metrics has per-table series of.
         TLS goes through pyarrow's own `tls_certificates`, `verify_client`, `root_certificates`."""
         if auth is not None:
             kwargs["middleware"] = {**kwargs.get("middleware", {}), AUTH: AuthMiddlewareFactory(auth)}
@@ -162,7 +164,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer,
                                      staged=self.ingest.staging.file_names,
                                      worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))
-        self.metrics = Metrics(self.push, self.paimon, self.maintainer) if metrics else None
+        self.metrics = Metrics(self.push, self.paimon, self.maintainer, metrics_table_window_ms / 1000,
+                               metrics_max_tables) if metrics else None
         self.action_context = actions.ActionContext(self.push, self.paimon, self.ingest, self.maintainer, time.time())
         self.action_context.on_drop.append(self.maintainer.forget)
         if self.metrics is not None:  # a dropped table's series go with it

@@ -453,9 +453,9 @@ def scrape_commit_seconds(metrics_url: str, table: str) -> tuple[float, int]:
     for line in text.splitlines():
         if f'table="{table}"' not in line:
             continue
-        if line.startswith("flight_paimon_ingest_commit_seconds_sum"):
+        if line.startswith("flight_paimon_table_ingest_commit_seconds_sum"):
             total = float(line.rsplit(" ", 1)[1])
-        elif line.startswith("flight_paimon_ingest_commit_seconds_count"):
+        elif line.startswith("flight_paimon_table_ingest_commit_seconds_count"):
             count = float(line.rsplit(" ", 1)[1])
     return total, int(count)
 

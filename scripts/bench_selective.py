@@ -62,7 +62,7 @@ def write_parts(warehouse: str, rows: int, commits: int = 2) -> str:
 def served_bytes(metrics_url: str, table: str) -> float:
     text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
     for line in text.splitlines():
-        if (line.startswith("flight_paimon_bytes_total{") and 'direction="out"' in line
+        if (line.startswith("flight_paimon_table_bytes_total{") and 'direction="out"' in line
                 and 'kind="paimon"' in line and f'table="{table}"' in line):
             return float(line.rsplit(" ", 1)[1])
     return 0.0

@@ -37,7 +37,7 @@ def demo_operations(uri: str, metrics_url: str) -> None:
     print("/healthz:", urllib.request.urlopen(metrics_url + "/healthz", timeout=10).read().decode().strip())
     print("health action (Client.health, a typed result):", Client(uri).health())
     text = urllib.request.urlopen(metrics_url + "/metrics", timeout=10).read().decode()
-    wanted = ("flight_paimon_rows_total{", "flight_paimon_rpcs_total{", "flight_paimon_push_queued_bytes{")
+    wanted = ("flight_paimon_table_rows_total{", "flight_paimon_rpcs_total{", "flight_paimon_table_push_queued_bytes{")
     for line in text.splitlines():
         if line.startswith(wanted) and "demo_orders" in line or line.startswith("flight_paimon_rpcs_total{method=\"do_"):
             print(line)

@@ -61,22 +61,26 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         wh.commit("db.orders", rows(110, 10))
 
         m = scrape(url)
-        assert m[("flight_paimon_follow_lag_snapshots", (("table", "db.orders"),))] == 2
+        assert m[("flight_paimon_table_follow_lag_snapshots", (("table", "db.orders"),))] == 2
+        assert m[("flight_paimon_follow_lag_snapshots", ())] == 2  # server-wide: the furthest behind
         assert m[("flight_paimon_open_follows", ())] == 1
         follower.cancel()
         nbytes = sum(b.nbytes for b in pushed)
         push = lambda metric, d: m[(metric, (("direction", d), ("kind", "push"), ("table", "clicks")))]  # noqa: E731
-        assert (push("flight_paimon_rows_total", "in"), push("flight_paimon_rows_total", "out")) == (70, 70)
-        assert (push("flight_paimon_bytes_total", "in"), push("flight_paimon_bytes_total", "out")) == (nbytes, nbytes)
-        paimon_out = m[("flight_paimon_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))]
-        assert paimon_out == 100 + followed
+        total = lambda metric, kind, d: m[(metric, (("direction", d), ("kind", kind)))]  # noqa: E731
+        assert (push("flight_paimon_table_rows_total", "in"), push("flight_paimon_table_rows_total", "out")) == (70, 70)
+        assert (push("flight_paimon_table_bytes_total", "in"), push("flight_paimon_table_bytes_total", "out")) == (nbytes, nbytes)
+        assert total("flight_paimon_rows_total", "push", "in") == 73  # all push tables: clicks and waiting
+        assert total("flight_paimon_bytes_total", "push", "out") == nbytes
+        paimon_out = m[("flight_paimon_table_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))]
+        assert paimon_out == 100 + followed == total("flight_paimon_rows_total", "paimon", "out")
         rpcs = lambda method, status: m.get(("flight_paimon_rpcs_total", (("method", method), ("status", status))), 0)  # noqa: E731
         assert rpcs("do_put", "OK") == 2 and rpcs("do_get", "OK") == 3  # the follow is still open
         assert rpcs("do_action", "NOT_FOUND") == 1 and rpcs("get_flight_info", "OK") >= 3
         assert m[("flight_paimon_rpc_duration_seconds_count", (("method", "do_put"),))] == 2
-        queued = m[("flight_paimon_push_queued_bytes", (("partition", "0"), ("table", "waiting")))]
-        assert queued == make_batch(0, 3).nbytes
-        assert m[("flight_paimon_push_queued_bytes", (("partition", "0"), ("table", "clicks")))] == 0
+        queued = m[("flight_paimon_table_push_queued_bytes", (("partition", "0"), ("table", "waiting")))]
+        assert queued == make_batch(0, 3).nbytes == m[("flight_paimon_push_queued_bytes", ())]
+        assert m[("flight_paimon_table_push_queued_bytes", (("partition", "0"), ("table", "clicks")))] == 0
         assert m[("flight_paimon_open_streams", (("method", "do_get"),))] == 1  # the follow
 
         health = urllib.request.urlopen(url + "/healthz", timeout=10)
@@ -87,16 +91,17 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         # A viewer's rows are counted apart: it consumes nothing.
         view = client.view_info("waiting", "earliest").endpoints[0]
         assert client.flight.do_get(view.ticket, options=client.options()).read_all().num_rows == 3
-        viewed = scrape(url)[("flight_paimon_rows_total", (("direction", "viewed"), ("kind", "push"),
-                                                           ("table", "waiting")))]
+        viewed = scrape(url)[("flight_paimon_table_rows_total", (("direction", "viewed"), ("kind", "push"),
+                                                                 ("table", "waiting")))]
         assert viewed == 3
 
         # A dropped table's series go with it, whatever they count (a server cycling tables keeps none).
         client.drop("clicks")
         after = scrape(url)
         assert not [key for key in after if ("table", "clicks") in key[1]]
-        assert after[("flight_paimon_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))] \
+        assert after[("flight_paimon_table_rows_total", (("direction", "out"), ("kind", "paimon"), ("table", "db.orders")))] \
             == paimon_out
+        assert after[("flight_paimon_rows_total", (("direction", "out"), ("kind", "push")))] == 70  # totals stay
         client.drop("waiting")
         wait_for(lambda: scrape(url)[("flight_paimon_open_follows", ())] == 0, "the cancelled follow to end")
         client.drop_table("db.orders")
@@ -135,7 +140,8 @@ def test_the_readme_lists_every_metric_family(warehouse):
 
 def readme_metric_names() -> set[str]:
     table = (ROOT / "README.md").read_text().split("The metrics, for dashboards and alerts:", 1)[1]
-    table = "\n".join(line for line in table.splitlines()[:60] if line.strip().startswith("|"))
+    lines = table.strip().splitlines()
+    table = "\n".join(lines[:next(i for i, line in enumerate(lines) if not line.strip())])
     return set(re.findall(r"`([a-z_]+)`", table))
 
 
@@ -181,7 +187,7 @@ def test_every_series_a_busy_server_exposes_is_in_the_readme_by_prometheus_conve
         assert not [labels for labels in statuses if ("status", "OK") not in labels], statuses
         assert m[("flight_paimon_open_follows", ())] == 0
         listed = readme_metric_names()
-        histograms = {f.name for f in families if f.type == "histogram"}
+        histograms = {f.name for f in families if f.type in ("histogram", "summary")}
         for f in families:
             for sample in f.samples:
                 assert not sample.name.endswith("_created"), sample.name
@@ -206,10 +212,17 @@ def test_metrics_count_durable_writes_and_their_group_commits(warehouse):
         latest = client.action(names.LATEST_SNAPSHOT, {"table": "db.events"})["snapshot_id"]
         m = scrape(url)
         label = (("table", "db.events"),)
-        assert m[("flight_paimon_ingest_committed_rows_total", label)] == 50
-        assert m[("flight_paimon_ingest_commits_total", label)] == latest  # one snapshot per group commit
-        assert m[("flight_paimon_ingest_commit_seconds_count", label)] == latest
-        assert m[("flight_paimon_rows_total", (("direction", "in"), ("kind", "paimon"), ("table", "db.events")))] == 50
+        assert m[("flight_paimon_table_ingest_committed_rows_total", label)] == 50
+        assert m[("flight_paimon_table_ingest_commits_total", label)] == latest  # one snapshot per group commit
+        assert m[("flight_paimon_table_ingest_commit_seconds_count", label)] == latest
+        assert m[("flight_paimon_table_ingest_commit_seconds_sum", label)] > 0
+        assert m[("flight_paimon_table_rows_total", (("direction", "in"), ("kind", "paimon"), ("table", "db.events")))] \
+            == 50
+        # the server-wide totals: one table here, so the same counts
+        assert m[("flight_paimon_ingest_committed_rows_total", ())] == 50
+        assert m[("flight_paimon_ingest_commits_total", ())] == m[("flight_paimon_ingest_commit_seconds_count", ())] \
+            == latest
+        assert m[("flight_paimon_rows_total", (("direction", "in"), ("kind", "paimon")))] == 50
 
 
 def listening_address(port: int) -> str:
@@ -279,7 +292,10 @@ def test_with_auth_metrics_answer_only_a_principal_with_admin_on_every_table(war
     (tmp_path / "auth.json").write_text(json.dumps(auth))
     with ServerProcess(warehouse, "--auth", str(tmp_path / "auth.json"), "--metrics-port", "0") as server:
         url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
-        Client(server.uri, timeout=10, token=tokens["ops"]).register("secret_table", SCHEMA)
+        ops = Client(server.uri, timeout=10, token=tokens["ops"])
+        with ops.register_streaming_table("secret_table", SCHEMA) as sink:
+            sink.write(make_batch(0, 1))  # held: the table is active, so its series name it
+        ops.close()
         status, body = get(url + "/metrics")
         assert status == 401 and "Authorization: Bearer TOKEN" in body and "secret_table" not in body, body
         status, body = get(url + "/metrics", "not-a-known-token-at-all")
@@ -288,7 +304,7 @@ def test_with_auth_metrics_answer_only_a_principal_with_admin_on_every_table(war
             status, body = get(url + "/metrics", tokens[who])
             assert status == 403 and f"Principal {who!r} may not read /metrics" in body, body
         status, body = get(url + "/metrics", tokens["ops"])
-        assert status == 200 and 'flight_paimon_push_queued_batches{partition="0",table="secret_table"}' in body
+        assert status == 200 and 'flight_paimon_table_push_queued_batches{partition="0",table="secret_table"}' in body
         assert get(url + "/healthz") == (200, "ok\n")  # liveness probes need no token
 
 
@@ -311,12 +327,17 @@ def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(ware
         assert got[("flight_paimon_table_snapshots", label)] == state.snapshots <= 4
         assert got[("flight_paimon_table_data_files", label)] == state.data_files < 5
         assert got[("flight_paimon_table_data_bytes", label)] == state.data_bytes > 0
-        assert got[("flight_paimon_maintenance_compactions_total", label)] == state.compactions > 0
-        assert got[("flight_paimon_maintenance_files_deleted_total", label)] == state.files_deleted > 0
-        assert got[("flight_paimon_maintenance_ingested_bytes_total", label)] == state.ingested_bytes > 0
-        assert got[("flight_paimon_maintenance_write_amplification_ratio", label)] == state.write_amplification == \
+        assert got[("flight_paimon_table_maintenance_compactions_total", label)] == state.compactions > 0
+        assert got[("flight_paimon_table_maintenance_files_deleted_total", label)] == state.files_deleted > 0
+        assert got[("flight_paimon_table_maintenance_ingested_bytes_total", label)] == state.ingested_bytes > 0
+        assert got[("flight_paimon_table_maintenance_write_amplification_ratio", label)] == state.write_amplification == \
             round(state.compacted_bytes / state.ingested_bytes, 3) > 0
-        assert got[("flight_paimon_maintenance_last_timestamp_seconds", (("step", "expiry"), ("table", "db.e")))] \
+        assert got[("flight_paimon_table_maintenance_last_timestamp_seconds", (("step", "expiry"), ("table", "db.e")))] \
+            == state.last_expiry.at_ms / 1000
+        # server-wide: the same sums, one table here
+        for key in ("compactions", "files_deleted", "ingested_bytes", "compacted_bytes", "expiries"):
+            assert got[(f"flight_paimon_maintenance_{key}_total", ())] == getattr(state, key), key
+        assert got[("flight_paimon_maintenance_last_timestamp_seconds", (("step", "expiry"),))] \
             == state.last_expiry.at_ms / 1000
         # Dropped, the table's series go, its maintenance's too.
         client.drop_table("db.e")

@@ -163,8 +163,8 @@ def test_a_compaction_whose_commit_failed_counts_the_files_it_wrote_until_orphan
         assert (state.uncommitted_files, state.uncommitted_bytes) == (len(written_by_a), size), state
         label = (("table", t),)
         got = scrape(url)
-        assert got[("flight_paimon_maintenance_uncommitted_files", label)] == len(written_by_a)
-        assert got[("flight_paimon_maintenance_uncommitted_bytes", label)] == size
+        assert got[("flight_paimon_table_maintenance_uncommitted_files", label)] == len(written_by_a)
+        assert got[("flight_paimon_table_maintenance_uncommitted_bytes", label)] == size
         assert sort_rows(wh.read(t)) == expected
 
         assert client_a.remove_orphan_files(t).deleted == 0  # younger than a day: still there, still counted
@@ -174,7 +174,7 @@ def test_a_compaction_whose_commit_failed_counts_the_files_it_wrote_until_orphan
         assert client_a.remove_orphan_files(t).deleted == len(written_by_a)
         state = client_a.stats(t).maintenance[t]
         assert (state.uncommitted_files, state.uncommitted_bytes) == (0, 0)
-        assert scrape(url)[("flight_paimon_maintenance_uncommitted_files", label)] == 0
+        assert scrape(url)[("flight_paimon_table_maintenance_uncommitted_files", label)] == 0
         assert files_in(root, "") == before | named  # only A's files went
         assert sort_rows(wh.read(t)) == expected
     finally:

@@ -82,6 +82,15 @@ def duration_ms(text: str) -> int:
     return value
 
 
+def duration_or_off_ms(text: str) -> int:
+    """A duration flag in milliseconds where 0 turns the thing off (Paimon's grammar: `10 min`, `0`;
+    a negative one is no duration)."""
+    try:
+        return parse_duration_ms(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def instant_ms(text: str | None, flag: str) -> int | None:
     """A point-in-time flag (`--timestamp`, `--older-than`) as epoch ms, read here in this machine's
     local time: epoch ms, '2026-11-24 12:00:00', ISO 8601, or a duration with its unit (`7d`, `1h`:

@@ -154,6 +154,8 @@ def cmd_serve(args) -> int:
                                     maintenance_interval_ms=args.maintenance_interval_ms,
                                     table_idle_ms=args.table_idle_timeout,
                                     maintenance_workers=args.maintenance_workers,
+                                    metrics_table_window_ms=args.metrics_table_window,
+                                    metrics_max_tables=args.metrics_max_tables,
                                     warehouse_options=dict(args.warehouse_option or []), **secured, **limits(args))
     except pa.ArrowException as e:
         raise CliError(f"the server did not start on {args.host}:{args.port} ({e}).") from None

@@ -28,6 +28,15 @@ def add_serve_arguments(p) -> None:
     p.add_argument("--metrics-host", default="127.0.0.1",
                    help="address the metrics port listens on (another than loopback needs --auth or --insecure, "
                         "as --host does)")
+    p.add_argument("--metrics-table-window", type=a.duration_or_off_ms, default="10 min",
+                   help="/metrics has series with a table label only of tables active this recently (a stream moved "
+                        "their batches, a group commit landed, their push partitions hold batches, a follow of them "
+                        "is open or their maintenance did something); an idle table's go at the next scrape, the server-wide totals stay "
+                        "(Paimon's durations: 10 min, 1 h; 0: no per-table series)")
+    p.add_argument("--metrics-max-tables", type=a.count, default=1000,
+                   help="per-table series of at most this many active tables, the first to be active; another "
+                        "counts only in the totals and flight_paimon_metrics_omitted_tables (a warning names it) "
+                        "until an idle table's place frees (0: no per-table series)")
     p.add_argument("--commit-interval-ms", type=int, default=100,
                    help="durable writes: commit the batches of a Paimon table's producers at most this often")
     p.add_argument("--commit-bytes", type=a.size, default="64MiB",
