@@ -49,6 +49,9 @@ PRIVATE_CALLABLES = {
     "_create_data_file_meta": ("pypaimon.write.writer.key_value_data_writer", "KeyValueDataWriter"),
     "_process_data": ("pypaimon.write.writer.key_value_data_writer", "KeyValueDataWriter"),
     "_new_input_stream_with_known_size": ("pypaimon.filesystem.caching_file_io", "CachingFileIO"),
+    "_build_split_read": ("pypaimon.read.table_read", "TableRead"),
+    "_genarate_deletion_file_readers": ("pypaimon.read.split_read", "MergeFileSplitRead"),
+    "_needs_blob_inline_convert": ("pypaimon.read.split_read", "MergeFileSplitRead"),
 }
 # Private instance attributes compat reads (checked on real objects in
 # test_the_attributes_compat_reads_and_sets_are_there).
@@ -103,6 +106,14 @@ SIGNATURES = {
     ("pypaimon.read.merge_engine_support", "check_supported"): (["table"], []),
     ("pypaimon.filesystem.caching_file_io", "CachingFileIO._new_input_stream_with_known_size"):
         (["self", "path", "file_size"], []),
+    # compat.keep_retractions: the split reads TableRead builds, and what their merged reader is made of
+    ("pypaimon.read.table_read", "TableRead._build_split_read"): (["self", "split"], []),
+    ("pypaimon.read.split_read", "MergeFileSplitRead._genarate_deletion_file_readers"): (["self"], []),
+    ("pypaimon.read.split_read", "MergeFileSplitRead._needs_blob_inline_convert"): (["self"], []),
+    ("pypaimon.read.split_read", "MergeFileSplitRead.section_reader_supplier"): (["self", "section"], []),
+    ("pypaimon.read.reader.key_value_unwrap_reader", "KeyValueUnwrapRecordReader.__init__"): (["self", "kv_reader"], []),
+    ("pypaimon.read.reader.filter_record_reader", "FilterRecordReader.__init__"): (["self", "reader", "predicate"], []),
+    ("pypaimon.read.reader.concat_record_reader", "ConcatRecordReader.__init__"): (["self", "reader_suppliers"], []),
 }
 
 # The hooks compat.MergedRunWriter overrides: their exact parameters in pypaimon 2.1.0.

@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "flight_server.cli.tail:cmd_tail", "flight_cli tail db.orders --from earliest -e",
                 "flight_cli tail db.orders --from from-timestamp --timestamp 1h --format jsonl | jq .id",
                 "flight_cli tail push:orders --from earliest --limit 10")
-    p.add_argument("target", help="push:NAME, DB.TABLE or paimon:DB.TABLE, as `list` prints it")
+    p.add_argument("target", help="push:NAME, DB.TABLE or paimon:DB.TABLE, as `list` prints it; DB.TABLE$audit_log: "
+                   "every change with a leading rowkind column (+I, -U, +U, -D), as Paimon's system table")
     p.add_argument("--from", dest="start", metavar="MODE",
                    help="Paimon: a scan.mode name, as Paimon and the Spark source take them: latest-full, latest, "
                         "earliest, from-snapshot, from-snapshot-full, from-timestamp (unset: Paimon's default, "
@@ -163,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-interval-ms", type=int, default=100, help="Paimon snapshot poll interval")
     p.add_argument("--format", choices=["table", "jsonl"], default="table", help="output format")
     p.add_argument("--limit", type=a.count, help="stop after this many rows (kcat -c)")
+    p.add_argument("--reconnect-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="when the server goes away (a restart), reconnect within this long and resume where tail "
+                        "was (0: end at once, exit code 1)")
     _client_args(p)
 
     maint = "flight_server.cli.maintenance"

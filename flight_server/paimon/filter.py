@@ -23,6 +23,10 @@ def build_predicate(table, req: PaimonRequest):
     preds = []
     for cond in req.filter:
         column, op = cond[0], cond[1]
+        if column not in fields and column == req.row_kind:
+            raise InvalidRequest(
+                f"Paimon read of {req.table!r}: a filter on the row kind column {column!r} is not served (Paimon "
+                "does not push it down either); filter the rows you read.")
         if column not in fields:
             raise InvalidRequest(
                 f"Paimon table {req.table!r} has no column {column!r} (in 'filter'); "

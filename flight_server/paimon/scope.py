@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 
+import pyarrow as pa
+
 from flight_server.paimon import compat
 from flight_server.paimon.filter import build_predicate
 from flight_server.tickets import PaimonTicket
+from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest, NotFound
 from flight_server.wire.requests import PaimonRequest
 
@@ -33,7 +36,10 @@ class Scope:
     def __init__(self, table, req: PaimonRequest):
         self.name = req.table
         self.req = req
-        self.table = table.copy({"read.batch-size": str(BATCH_ROWS), **NATIVE_READ})
+        # audit_log of a primary-key table: merged as Java's AuditLogTable is, retractions kept
+        self.audit = req.system == names.AUDIT_LOG and bool(table.primary_keys)
+        read_options = compat.AUDIT_READ_OPTIONS if self.audit else NATIVE_READ
+        self.table = table.copy({"read.batch-size": str(BATCH_ROWS), **read_options})
         self.predicate = build_predicate(self.table, req)
         if req.columns is not None:
             missing = [c for c in req.columns if c not in self.table.field_names]
@@ -42,13 +48,22 @@ class Scope:
                     f"Paimon table {req.table!r} has no column {missing[0]!r} (in 'columns'); "
                     f"its columns are {', '.join(self.table.field_names)}."
                 )
-        builder = self.table.new_stream_read_builder().with_include_row_kind(req.changelog)
+        builder = self.table.new_stream_read_builder().with_include_row_kind(req.row_kind is not None)
         if self.predicate is not None:
             builder = builder.with_filter(self.predicate)
-        if req.columns is not None:
+        if req.columns is not None and not self.audit:
             builder = builder.with_projection(list(req.columns))
         self.reader = builder.new_read()
-        self.schema = compat.output_schema(self.reader)
+        if self.audit:
+            compat.keep_retractions(self.reader)
+        schema = compat.output_schema(self.reader)
+        self._select = None  # the columns an audit_log read projects itself (keep_retractions reads them all)
+        if self.audit and req.columns is not None:
+            self._select = [schema.names[0], *req.columns]
+            schema = pa.schema([schema.field(name) for name in self._select])
+        if req.row_kind is not None and req.row_kind != schema.names[0]:  # audit_log: Paimon's name
+            schema = schema.set(0, pa.field(req.row_kind, pa.string(), nullable=False))
+        self.schema = schema
 
     def snapshot_splits(self, snapshot_id: int | None) -> list:
         """Splits of a full scan pinned at `snapshot_id`, in a stable order."""
@@ -92,7 +107,9 @@ class Scope:
         try:
             for batch in reader:
                 if batch.num_rows:
-                    yield (batch if batch.schema.equals(self.schema) else batch.cast(self.schema)), meta
+                    if self._select is not None:
+                        batch = batch.select(self._select)
+                    yield _as(batch, self.schema), meta
         finally:
             close = getattr(reader, "close", None)
             if close is not None:
@@ -105,6 +122,16 @@ class Scope:
         if snap is None:
             raise NotFound(_missing_snapshot(self.name, snapshot_id, sm), table=self.name, snapshot=snapshot_id)
         return snap
+
+
+def _as(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch in the output schema: cast, and its row-kind column renamed where the read names it
+    as Paimon's audit_log does."""
+    if batch.schema.equals(schema):
+        return batch
+    if batch.schema.names != schema.names:
+        batch = batch.rename_columns(schema.names)
+    return batch.cast(schema)
 
 
 def _split_options(table) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.requests import (
-    PaimonRequest, PushTarget, PushView, ReplayRange, WriteTarget, check_consumer_id, parse_path,
+    PaimonRequest, PushTarget, PushView, ReplayRange, WriteTarget, check_consumer_id, parse_path, table_name,
 )
 from flight_server.wire.values import is_int, parse_json_object
 
@@ -43,7 +43,9 @@ def write_target(path: list | None, command: bytes | None) -> PushTarget | Write
         parts = path_parts(path or [b""])
         if parts[0] != names.PAIMON:
             return parse_push_path(path or [b""])
-        return WriteTarget(parse_path(parts).table)
+        if len(parts) != 2:
+            parse_path(parts)  # raises, saying what a path is
+        return WriteTarget(table_name(parts[1], "the descriptor path"))  # a system table ('$') is read only
     cmd = parse_json_object(command or b"", "do_put descriptor command")
     if names.PUSH in cmd:
         return parse_push_command(cmd)

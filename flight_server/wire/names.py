@@ -29,6 +29,11 @@ COLUMNS, FILTER, BUCKETS, CHANGELOG = "columns", "filter", "buckets", "changelog
 PIN = "pin"  # plans with the same pin read the snapshot the first one read (a Spark action's tasks)
 FILTER_GUARD = "filter_guard"  # "R:P" registers planning P of Spark relation R; "R:P:E" a read of it by action E
 ROW_KIND = "_row_kind"  # the leading column of a changelog read (+I, -U, +U, -D)
+# Paimon's system tables a read may name as "DB.TABLE$NAME": audit_log, the table's rows with a
+# leading AUDIT_ROW_KIND column, as Paimon's AuditLogTable (Java, Spark: "rowkind").
+AUDIT_LOG = "audit_log"
+SYSTEM_TABLES = (AUDIT_LOG,)
+AUDIT_ROW_KIND = "rowkind"
 # A follow that meets a snapshot of a newer schema: goes on with the columns it opened with
 # ("continue", the default), or ends with the error schema_changed naming the snapshot to resume at ("end").
 ON_SCHEMA_CHANGE, SCHEMA_CHANGE_CONTINUE, SCHEMA_CHANGE_END = "on_schema_change", "continue", "end"

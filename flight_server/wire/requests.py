@@ -87,6 +87,14 @@ class PaimonRequest(PaimonSubject):
     pin: str | None = None
     filter_guard: str | None = None
     on_schema_change: str = names.SCHEMA_CHANGE_CONTINUE  # a follow: go on with its columns, or end
+    system: str | None = None  # a system table of `table` ("audit_log"): named "DB.TABLE$audit_log" on the wire
+
+    @property
+    def row_kind(self) -> str | None:
+        """The name of the leading row-kind column (+I, -U, +U, -D), or None without one."""
+        if self.system == names.AUDIT_LOG:
+            return names.AUDIT_ROW_KIND
+        return names.ROW_KIND if self.changelog else None
 
     @property
     def mode(self) -> str:
@@ -103,6 +111,8 @@ class PaimonRequest(PaimonSubject):
         """The command that asks for this read (defaults left out)."""
         defaults = PaimonRequest(self.table)
         out = {k: v for k, v in asdict(self).items() if v != getattr(defaults, k) or k == names.TABLE}
+        if out.pop("system", None) is not None:
+            out[names.TABLE] = f"{self.table}${self.system}"
         for key in (names.COLUMNS, names.BUCKETS):
             if key in out:
                 out[key] = list(out[key])
@@ -195,7 +205,8 @@ def table_name(value, what: str = "'table'") -> str:
     if "$" in value:  # Paimon's system tables and branches: a view of a table, not a table
         raise InvalidRequest(
             f"Paimon table name {value!r} in {what}: '$' names one of Paimon's system tables or branches "
-            f"(t$snapshots, t$branch_b), which this server neither creates nor serves; name the table itself "
+            f"(t$audit_log, t$snapshots, t$branch_b); this server serves only {_served_systems()}, and only to "
+            f"read (get_flight_info, get_schema, do_get; flight_cli tail); name the table itself "
             f"({value.split('$', 1)[0]!r}).")
     if _UNPRINTABLE.search(value) or value != value.strip():
         raise InvalidRequest(f"Paimon table name {value!r} in {what} has a control character or surrounding "
@@ -204,6 +215,31 @@ def table_name(value, what: str = "'table'") -> str:
         raise InvalidRequest(f"Paimon table name {value[:40]!r}... in {what} is too long: the database and the "
                              f"table are directory names, at most {MAX_NAME_BYTES} bytes each in UTF-8.")
     return value
+
+
+def _served_systems() -> str:
+    return " and ".join(f"t${s}" for s in names.SYSTEM_TABLES)
+
+
+def split_system(value: str) -> tuple[str, str | None]:
+    """"DB.TABLE$SYSTEM" as ("DB.TABLE", "system"); a name without '$' as (name, None)."""
+    table, dollar, system = value.partition("$")
+    return (table, system.lower()) if dollar else (value, None)
+
+
+def read_table_name(value, what: str = "'table'") -> tuple[str, str | None]:
+    """The table a read names and the system table of it, if any: "DB.TABLE" or "DB.TABLE$audit_log"
+    (as Paimon, the system table's name in any case)."""
+    if not isinstance(value, str) or "$" not in value:
+        return table_name(value, what), None
+    table, system = split_system(value)
+    if system not in names.SYSTEM_TABLES:
+        raise InvalidRequest(
+            f"Paimon table name {value!r} in {what}: '$' names one of Paimon's system tables or branches; this "
+            f"server serves only {_served_systems()} (every row of the table with a leading "
+            f"{names.AUDIT_ROW_KIND!r} column: +I, -U, +U, -D), not {system!r}; read {table}$audit_log, or name the "
+            f"table itself ({table!r}).")
+    return table_name(table, what), system
 
 
 def check_consumer_id(value, what: str, key: str = names.CONSUMER_ID) -> str:
@@ -278,10 +314,11 @@ class WriteTarget(PaimonSubject):
 
 
 def parse_path(parts: list[str]) -> PaimonRequest:
-    """`["paimon", "DB.TABLE"]`: a full scan of the latest snapshot."""
+    """`["paimon", "DB.TABLE"]` (or `"DB.TABLE$audit_log"`): a full scan of the latest snapshot."""
     if len(parts) != 2 or parts[0] != names.PAIMON:
         raise InvalidRequest(f"Descriptor path {parts!r} is not understood; use ['paimon', 'DB.TABLE'].")
-    return PaimonRequest(table=table_name(parts[1], "the descriptor path"))
+    table, system = read_table_name(parts[1], "the descriptor path")
+    return PaimonRequest(table=table, system=system)
 
 
 def _filter(value, table: str) -> tuple[tuple, ...]:
@@ -322,7 +359,7 @@ def _str_list(cmd: dict, key: str, table: str) -> tuple[str, ...] | None:
 
 def parse_command(cmd: dict) -> PaimonRequest:
     """A JSON command with "table" (docs/protocol.md, "Paimon read commands")."""
-    table = table_name(cmd.get("table"))
+    table, system = read_table_name(cmd.get("table"))
     unknown = [k for k in cmd if k not in _KEYS]
     if unknown:
         raise InvalidRequest(
@@ -377,10 +414,25 @@ def parse_command(cmd: dict) -> PaimonRequest:
     if buckets is not None and (not isinstance(buckets, list) or not buckets or not all(
             is_int(b, minimum=0) for b in buckets)):
         raise InvalidRequest(f"Paimon read of {table!r}: 'buckets' must be a non-empty list of integers >= 0, got {buckets!r}.")
+    columns = _str_list(cmd, "columns", table)
+    if system == names.AUDIT_LOG:  # its rowkind column always leads; the table's columns are projected
+        columns = _audit_columns(columns, table)
     return PaimonRequest(
         table=table, snapshot=snapshot, from_snapshot=from_s, to_snapshot=to_s, follow=follow,
         start=start, consumer_id=consumer_id, poll_interval_ms=poll or DEFAULT_POLL_MS,
-        columns=_str_list(cmd, "columns", table), filter=_filter(cmd.get("filter", []), table),
+        columns=columns, filter=_filter(cmd.get("filter", []), table),
         buckets=None if buckets is None else tuple(sorted(set(buckets))), changelog=cmd.get("changelog", False),
-        pin=pin, filter_guard=guard, on_schema_change=on_change,
+        pin=pin, filter_guard=guard, on_schema_change=on_change, system=system,
     )
+
+
+def _audit_columns(columns: tuple[str, ...] | None, table: str) -> tuple[str, ...] | None:
+    """An audit_log read's projection of the table's columns: its leading rowkind column is always
+    there, so naming it changes nothing."""
+    if columns is None or names.AUDIT_ROW_KIND not in columns:
+        return columns
+    rest = tuple(c for c in columns if c != names.AUDIT_ROW_KIND)
+    if not rest:
+        raise InvalidRequest(f"Paimon read of {table}$audit_log: 'columns' names only {names.AUDIT_ROW_KIND!r}; "
+                             "name at least one of the table's columns too.")
+    return rest

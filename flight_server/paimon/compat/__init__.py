@@ -21,14 +21,16 @@ they wrap:
 - `commit`: a compaction's split, its commit messages and its COMPACT commit, and a check run
   before each attempt of a commit;
 - `merge_tree`: a primary-key bucket's files read, folded and written again;
-- `options`: the table option names Paimon knows, and the one a misspelt name resembles.
+- `options`: the table option names Paimon knows, and the one a misspelt name resembles;
+- `audit`: Paimon's audit_log system table, which pypaimon lacks: merged reads that keep retractions.
 
 `from flight_server.paimon import compat; compat.NAME` reaches every name below.
 """
 
 from __future__ import annotations
 
-from flight_server.paimon.compat import catalog, columns, commit, manifests, merge_tree, reads, snapshots
+from flight_server.paimon.compat import audit, catalog, columns, commit, manifests, merge_tree, reads, snapshots
+from flight_server.paimon.compat.audit import AUDIT_READ_OPTIONS, keep_retractions
 from flight_server.paimon.compat.catalog import (
     ALREADY_EXISTS, COMPACTION_CHANGELOG, NOT_FOUND_ERRORS, arrow_schema, catalog_options, compaction_changelog_producer,
     create_catalog, create_table, drop_table, fixed_buckets, list_tables, native_write_table, refuses_retractions,
@@ -62,7 +64,9 @@ from flight_server.paimon.compat.snapshots import (
 PYPAIMON_VERSION = "2.1.0"  # the version every function here was read from (pyproject.toml pins it)
 
 __all__ = [
-    "catalog", "columns", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
+    "audit", "catalog", "columns", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
+    # audit_log
+    "AUDIT_READ_OPTIONS", "keep_retractions",
     # columns by schema version
     "Columns", "columns_at", "columns_of", "newer_schema", "retyped", "known_options", "misspelt_option",
     # catalog
