@@ -297,9 +297,9 @@ class _ScrapeCollector:
         self.tables, self.push, self.paimon, self.maintenance = tables, push_registry, paimon_source, maintenance
 
     def collect(self):
-        queues = {t.name: [p.stats() for p in t.partitions] for t in self.push.tables()}
+        queues = {t.name: [p.queued() for p in t.partitions] for t in self.push.tables()}
         lag = self.paimon.follow_lag()
-        active = [(PUSH, name) for name, stats in queues.items() if any(s.queued_batches for s in stats)]
+        active = [(PUSH, name) for name, held in queues.items() if any(batches for batches, _ in held)]
         active += [(PAIMON, name) for name in lag]
         maintained, totals, changed = self.maintenance.read()
         active += [(PAIMON, name) for name in changed]
@@ -308,19 +308,19 @@ class _ScrapeCollector:
         yield from self._counters(shown)
         total_batches = GaugeMetricFamily(f"{NAMESPACE}_push_queued_batches", "Batches all push partitions hold")
         total_bytes = GaugeMetricFamily(f"{NAMESPACE}_push_queued_bytes", "Bytes all push partitions hold")
-        total_batches.add_metric([], sum(s.queued_batches for stats in queues.values() for s in stats))
-        total_bytes.add_metric([], sum(s.queued_bytes for stats in queues.values() for s in stats))
+        total_batches.add_metric([], sum(batches for held in queues.values() for batches, _ in held))
+        total_bytes.add_metric([], sum(nbytes for held in queues.values() for _, nbytes in held))
         yield total_batches
         yield total_bytes
         batches = GaugeMetricFamily(f"{TABLE}_push_queued_batches", "Batches a push partition holds",
                                     labels=["table", "partition"])
         nbytes = GaugeMetricFamily(f"{TABLE}_push_queued_bytes", "Bytes a push partition holds",
                                    labels=["table", "partition"])
-        for name, stats in queues.items():
+        for name, held in queues.items():
             if (PUSH, name) in shown:
-                for p, s in enumerate(stats):
-                    batches.add_metric([name, str(p)], s.queued_batches)
-                    nbytes.add_metric([name, str(p)], s.queued_bytes)
+                for p, (n, size) in enumerate(held):
+                    batches.add_metric([name, str(p)], n)
+                    nbytes.add_metric([name, str(p)], size)
         yield batches
         yield nbytes
         yield GaugeMetricFamily(f"{NAMESPACE}_open_follows", "Paimon follow streams now open",

@@ -381,6 +381,12 @@ class PartitionLog:
         with self._cond:
             return PartitionOffsets(self._committed, self._next_seq, self._state)
 
+    def queued(self) -> tuple[int, int]:
+        """(batches, bytes) the partition holds now: what /metrics reads of every partition at each
+        scrape (a stats() of thousands of partitions costs a scrape tenfold)."""
+        with self._cond:
+            return len(self._batches), self._queued_bytes
+
     def stats(self) -> PartitionStats:
         with self._cond:
             return PartitionStats(
