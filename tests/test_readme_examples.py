@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from producers import Client
 from tests.conftest import ROOT, child_env
 
 README_URI = "grpc://127.0.0.1:8815"
@@ -92,3 +93,109 @@ def test_the_raw_grpc_producer_says_why_it_waits_on_a_full_partition(client, ser
     assert re.search(r"producer: waiting for the server to take the next batch \(acked up to \d+\); "
                      + re.escape(why), done.stderr), done.stderr
     assert "DEADLINE_EXCEEDED" in done.stderr and f"(--timeout 5 s passed; {why})" in done.stderr, done.stderr
+
+
+def block(path: str, after: str, lang: str = "bash") -> str:
+    """The first ```LANG block after the text `after` in `path`."""
+    text = (ROOT / path).read_text()
+    assert text.count(after) == 1, f"{path} has {text.count(after)} of {after!r}"
+    return re.search(rf"```{lang}\n(.*?)\n```", text.split(after, 1)[1], re.S).group(1)
+
+
+def in_tmp_checkout(tmp_path) -> dict:
+    """A working directory where the README's relative `.venv/bin/...` commands resolve (its own
+    ./warehouse stays in the test's directory), and their environment."""
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    return {**child_env(), "NO_COLOR": "1"}
+
+
+def run_block(script: str, uri: str, cwd, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, cwd=cwd,
+                          env={**env, "FLIGHT_PAIMON_URI": uri}, timeout=timeout)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    return done
+
+
+@pytest.mark.timeout(180)
+def test_the_use_it_commands_run_as_written(tmp_path):
+    """README's "Use it": `serve` (on a free port instead of 8815) prints the URI, and the other
+    lines, pointed at it through FLIGHT_PAIMON_URI, register, push, view, list, show and drop."""
+    lines = block("README.md", "## Use it").splitlines()
+    serve, rest = lines[0], "\n".join(lines[1:])
+    assert serve.startswith(".venv/bin/flight_cli serve --warehouse ./warehouse --port 8815")
+    env = in_tmp_checkout(tmp_path)
+    server = subprocess.Popen(["bash", "-c", "exec " + serve.split("#")[0].replace("--port 8815", "--port 0")],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path, env=env)
+    try:
+        uri = re.search(r"grpc://[\d.]+:\d+", server.stdout.readline()).group(0)
+        done = run_block(rest, uri, tmp_path, env)
+    finally:
+        server.kill()
+        server.wait(10)
+    assert (tmp_path / "warehouse").is_dir()
+    assert "50 rows in" in done.stderr, done.stderr  # tail: the 10 batches of 5 rows, then the end of the stream
+    assert "push:orders" in done.stdout and "id:int64" in done.stdout, done.stdout
+
+
+@pytest.mark.timeout(180)
+def test_the_durable_writes_commands_run_as_written(tmp_path, server):
+    """README's durable writes into db.events, every line against a real server: 100 batches at 20 a
+    second (5 s), an ALTER, a tail to the end, stats, Paimon's procedures, a tag, the drop."""
+    script = block("README.md", "Durable writes into a Paimon table (rows survive restarts")
+    done = run_block(script, server.uri, tmp_path, in_tmp_checkout(tmp_path))
+    assert "10000 rows in" in done.stderr, done.stderr[-2000:]  # tail -e: 100 batches of 100 rows
+    assert '"note"' not in done.stdout and "note" in done.stdout  # the added column is printed
+    with pytest.raises(KeyError):
+        Client(server.uri).latest_snapshot("db.events")  # dropped by the last line
+
+
+@pytest.mark.timeout(120)
+def test_the_python_examples_run_as_written(client):
+    """README's two "From Python" blocks, one after the other in a fresh interpreter (the second
+    writes into the db.events the durable-writes example creates), with the README's URI pointed at
+    the test's server."""
+    import sys
+
+    from producers.examples.events import SCHEMA
+
+    client.create_table("db.events", SCHEMA)
+    after = "From Python:\n"
+    first = block("README.md", after, "python")
+    second = block("README.md", first + "\n```\n", "python")
+    assert README_URI in first
+    done = subprocess.run([sys.executable, "-c", (first + "\n" + second).replace(README_URI, client.uri)],
+                          capture_output=True, text=True, cwd=ROOT, env=child_env(), timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _, rows = read_table(client, "db.events")
+    assert sorted(rows["seq"]) == [0, 0, 1, 1, 2, 2] and set(rows["producer"]) == {"loader-1"}
+    assert client.producer_state("db.events", "loader-1") == 2
+
+
+def read_table(client, table: str):
+    import pyarrow.flight as flight
+
+    from tests.paimon_tables import read_all
+
+    fi, data = read_all(client, flight.FlightDescriptor.for_path("paimon", table))
+    return fi, data.to_pydict()
+
+
+@pytest.mark.timeout(300)
+def test_the_javascript_and_raw_grpc_durable_writes_run_as_written(server):
+    """producers/js/README.md's durable writes: `flight_cli create`, then the Node and the raw-gRPC
+    producers as named producers into db.demo, 10 batches each, every one acked once committed."""
+    import os
+    import shutil
+    import sys
+
+    if shutil.which("node") is None or not (ROOT / "producers/js/node_modules").is_dir():
+        pytest.skip("Node.js or producers/js/node_modules is missing: scripts/setup.d/10-producers installs them")
+    script = block("producers/js/README.md", "Durable writes into a Paimon table", "sh").replace(README_URI, server.uri)
+    env = {**child_env(), "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
+    done = run_block(script, server.uri, ROOT, env, timeout=240)
+    assert done.stdout.count("done last_seq=9") == 2, done.stdout[-2000:]
+    client = Client(server.uri)
+    try:
+        assert client.producer_state("db.demo", "js-1") == 9 and client.producer_state("db.demo", "py-1") == 9
+    finally:
+        client.close()
