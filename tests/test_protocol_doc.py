@@ -22,7 +22,7 @@ def examples() -> list[tuple[str, str, dict]]:
 
 def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(client, warehouse):
     found = examples()
-    assert len(found) == 21, [(k, n) for k, n, _ in found]  # a new example must be counted here
+    assert len(found) == 22, [(k, n) for k, n, _ in found]  # a new example must be counted here
     # What the examples name: push table "orders" with two batches, Paimon table db.orders with
     # two snapshots, and (created by the register example itself) push table "clicks".
     wh = Warehouse(warehouse)
