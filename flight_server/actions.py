@@ -111,7 +111,10 @@ def _server_side(ctx: ActionContext, name: str | None, only: bool) -> dict:
 
 
 def offsets(ctx: ActionContext, body: wa.OffsetsBody) -> wa.PushOffsets:
-    return ctx.push.offsets(body.name)
+    if body.timestamp_ms is not None and not is_int(body.timestamp_ms, minimum=0):
+        raise InvalidRequest(f"Action 'offsets' of push table {body.name!r}: 'timestamp_ms' must be epoch "
+                             f"milliseconds (an integer >= 0), got {str(body.timestamp_ms)[:40]!r}.")
+    return ctx.push.offsets(body.name, body.timestamp_ms)
 
 
 def latest_snapshot(ctx: ActionContext, body: wa.TableBody) -> wa.Snapshots:

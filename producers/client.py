@@ -296,10 +296,11 @@ class Client:
         table) statistics, and this server's durable writes and maintenance."""
         return self._typed(names.STATS, wa.StatsBody(name, table))
 
-    def offsets(self, name: str) -> dict[str, wa.PartitionOffsets]:
+    def offsets(self, name: str, timestamp_ms: int | None = None) -> dict[str, wa.PartitionOffsets]:
         """Where each partition of push table `name` stands, by partition number ("0", "1", ...):
-        batches [committed, next_seq) are held, readable by replay ranges."""
-        return self._typed(names.OFFSETS, wa.OffsetsBody(name)).partitions
+        batches [committed, next_seq) are held, readable by replay ranges; with `timestamp_ms`,
+        `at_timestamp` is the first held batch appended at or after then."""
+        return self._typed(names.OFFSETS, wa.OffsetsBody(name, timestamp_ms)).partitions
 
     # -- Paimon tables: durable writes ----------------------------------------------------
 

@@ -28,7 +28,7 @@ from flight_server.wire.requests import PaimonRequest
 from spark_reader.flight_io import (
     EndpointPartition, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
 )
-from spark_reader import pushdown
+from spark_reader import push_range, pushdown
 from spark_reader.options import Options
 
 
@@ -67,7 +67,7 @@ def running_action() -> str:
 
 class BatchReader(DataSourceReader):
     """A Paimon table (slots over its endpoints, one per bucket or split group) or a push table's
-    partitions (slot k is partition k, from its first uncommitted batch)."""
+    partitions (slot k is partition k, the range push_range.py bounds)."""
 
     def __init__(self, opts: Options, schema: StructType, relation: str = "direct"):
         self.opts = opts
@@ -94,6 +94,7 @@ class BatchReader(DataSourceReader):
                 count = len(paimon_info(client, self.opts, self._request(token, None)).endpoints)
             else:
                 count = len(call(self.opts, "lookup", client.info, self.opts.push).endpoints)
+                push_range.check_batch(self.opts, count)
         finally:
             client.close()
         count = max(count, 1)
@@ -126,17 +127,25 @@ class BatchReader(DataSourceReader):
         return request
 
     def _push_partition(self, client, p: int) -> list[EndpointPartition]:
-        """Partition p from its first uncommitted batch to EOF, committing nothing: a retried or
-        speculative task, or the next action on the same DataFrame, reads the same batches again
-        (a batch read ends before Spark's job does, and Spark tells a Python source nothing of the
-        job's end). The server frees batches for a producer waiting for room once the reader has
+        """Partition p from startingOffsets to endingOffsets (push_range.py), resolved now, when the
+        task reads: each action reads the partition as it stands then. It commits nothing, so a
+        retried or speculative task, or the next action on the same DataFrame, reads the batches
+        again (a batch read ends before Spark's job does, and Spark tells a Python source nothing
+        of the job's end). A read to EOF frees batches for a producer waiting for room once it has
         caught up; a commit (a stream's, or the commit action) or a drain frees the rest."""
-        name = self.opts.push
-        state = call(self.opts, names.OFFSETS, client.offsets, name).get(str(p))
+        name, opts = self.opts.push, self.opts
+        at = {}  # startingTimestamp / endingTimestamp: the batch the server finds for each
+        for key, ms in (("startingTimestamp", opts.starting_timestamp), ("endingTimestamp", opts.ending_timestamp)):
+            if ms is not None:
+                found = call(opts, names.OFFSETS, client.offsets, name, ms).get(str(p))
+                at[key] = None if found is None else push_range.at_timestamp(opts, found, key)
+        state = call(opts, names.OFFSETS, client.offsets, name).get(str(p))
         if state is None:
             return []
-        start = state.committed
-        parts = partitions_of(call(self.opts, "planning", client.replay_info, name, p, start, None), self.opts)
+        start, end = push_range.batch_range(opts, p, state, at.get("startingTimestamp"), at.get("endingTimestamp"))
+        if end == start:
+            return []  # nothing to read: no endpoint (an open partition is not waited for)
+        parts = partitions_of(call(self.opts, "planning", client.replay_info, name, p, start, end), self.opts)
         for part in parts:
-            part.label = f"{self.opts.target} partition {p} from batch {start}"
+            part.label = f"{self.opts.target} partition {p} batches [{start}, {'EOF' if end is None else end})"
         return parts

@@ -79,6 +79,11 @@ class FlightPaimonDataSource(DataSource):
             if self.opts.incremental_between or self.opts.incremental_tags:
                 raise OptionError("Option 'incremental-between' is for batch reads; a stream uses scan.mode.")
             return PaimonStreamReader(positions.for_stream(self.opts), schema, self.schema())
+        ending = "endingOffsets" if self.opts.ending_offsets is not None else \
+            "endingTimestamp" if self.opts.ending_timestamp is not None else None
+        if ending:  # as Kafka's source refuses them in a stream
+            raise OptionError(f"Option {ending!r} is for batch reads (spark.read); a stream reads on as batches "
+                              "come (use Trigger.AvailableNow to stop at what is there when it starts).")
         return PushStreamReader(self.opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -9,7 +10,6 @@ from urllib.parse import urlparse
 
 from flight_server.wire.units import parse_timestamp_ms
 from flight_server.wire import requests
-from flight_server.wire.values import is_int
 from producers.credentials import Credentials
 
 # One vocabulary with `flight_cli tail --from`, plus Paimon's from-timestamp.
@@ -24,7 +24,8 @@ _PAIMON_ONLY = {  # Paimon's Spark connector names
     "read.stream.maxbytespertrigger", "read.stream.maxfilespertrigger", "read.filter-pushdown",
     "mergeschema",  # a write adds the DataFrame's new columns to the table (Delta's and Paimon's name)
 }
-_PUSH_ONLY = {"startingoffsets", "maxoffsetspertrigger", "failondataloss"}  # Spark's Kafka source names
+_PUSH_ONLY = {"startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp", "maxoffsetspertrigger",
+              "failondataloss"}  # Spark's Kafka source's names
 _KNOWN = _PAIMON_ONLY | _PUSH_ONLY | {
     "uri", "table", "push", "timeout",
     "path",  # Spark passes save()/load() arguments as "path"; refused below when set
@@ -32,6 +33,15 @@ _KNOWN = _PAIMON_ONLY | _PUSH_ONLY | {
     "token", "tls.root-certs", "tls.cert-chain", "tls.private-key",  # a secured server (docs/protocol.md)
     "write.drop-extra-columns",  # a write may drop DataFrame columns the table does not have
 }
+# How the options are spelled in errors and docs (Spark takes any case).
+_SPELLED = {k.lower(): k for k in (
+    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp", "maxOffsetsPerTrigger", "failOnDataLoss", "mergeSchema",
+    "checkpointLocation", "read.stream.maxSnapshotsPerTrigger", "read.stream.maxRowsPerTrigger",
+    "read.stream.minRowsPerTrigger", "read.stream.maxTriggerDelayMs", "read.stream.maxBytesPerTrigger",
+    "read.stream.maxFilesPerTrigger")}
+# Kafka's words for a partition's offsets in startingOffsets/endingOffsets JSON.
+EARLIEST, LATEST = -2, -1
+EOF = "eof"  # endingOffsets: a batch read waits until every producer of a partition has ended
 
 
 class OptionError(ValueError):
@@ -61,7 +71,14 @@ class Options:
     max_bytes_per_trigger: int | None = None
     max_files_per_trigger: int | None = None
     # Push streams, with the names of Spark's Kafka source.
-    starting_offsets: str | dict[str, int] = "earliest"  # "earliest" | "latest" | {"P": seq}
+    starting_offsets: str | dict[str, int] = "earliest"  # "earliest" | "latest" | {"P": seq, EARLIEST or LATEST}
+    # Batch reads: "latest" (where each partition stands when its task reads; the default) | EOF |
+    # {"P": seq or LATEST}; None when not given (a stream refuses it, as Kafka's does).
+    ending_offsets: str | dict[str, int] | None = None
+    # Kafka's startingTimestamp/endingTimestamp (epoch ms): each partition's first held batch the
+    # server appended at or after then (the server's `offsets` with timestamp_ms).
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
     max_offsets_per_trigger: int | None = None  # batches (a push table's offsets count batches)
     fail_on_data_loss: bool = True
     drop_extra_columns: bool = False  # write.drop-extra-columns: else a column the table lacks is refused
@@ -80,10 +97,8 @@ def parse(raw: Mapping[str, str]) -> Options:
     opts = {str(k).lower(): v for k, v in dict(raw).items()}
     unknown = sorted(set(opts) - _KNOWN)
     if unknown:
-        raise OptionError(
-            f"flight-paimon does not know the option(s) {', '.join(unknown)}; known options: "
-            f"{', '.join(sorted(_KNOWN - {'path'}))}."
-        )
+        raise OptionError(f"flight-paimon does not know the option(s) {', '.join(map(_unknown, unknown))}; "
+                          f"known options: {', '.join(sorted(map(spelled, _KNOWN - {'path'}), key=str.lower))}.")
     if opts.get("path"):
         raise OptionError(
             f"flight-paimon takes no path ({opts['path']!r}); name the data with "
@@ -133,7 +148,10 @@ def parse(raw: Mapping[str, str]) -> Options:
         max_trigger_delay_ms=_number(opts, "read.stream.maxtriggerdelayms", int),
         max_bytes_per_trigger=_number(opts, "read.stream.maxbytespertrigger", int),
         max_files_per_trigger=_number(opts, "read.stream.maxfilespertrigger", int),
-        starting_offsets=_starting_offsets(opts.get("startingoffsets")),
+        starting_offsets=_offsets(opts, "startingoffsets", ("earliest", "latest"), (EARLIEST, LATEST)),
+        ending_offsets=_offsets(opts, "endingoffsets", ("latest", EOF), (LATEST,)),
+        starting_timestamp=_point_in_time(opts, "startingtimestamp"),
+        ending_timestamp=_point_in_time(opts, "endingtimestamp"),
         max_offsets_per_trigger=_number(opts, "maxoffsetspertrigger", int),
         fail_on_data_loss=_flag(opts, "failondataloss", True),
         drop_extra_columns=_flag(opts, "write.drop-extra-columns", False),
@@ -142,6 +160,7 @@ def parse(raw: Mapping[str, str]) -> Options:
         credentials=_credentials(opts, uri),
     )
     _check_combinations(parsed, "scan.mode" in opts, sorted(set(opts) & (_PUSH_ONLY if table else _PAIMON_ONLY)))
+    _check_push_bounds(opts)
     return parsed
 
 
@@ -212,22 +231,62 @@ def _flag(opts: dict, key: str, default: bool) -> bool:
     return value == "true"
 
 
-def _starting_offsets(value: str | None) -> str | dict[str, int]:
-    """Kafka's startingOffsets for a push table: earliest, latest, or '{"P": seq, ...}'."""
-    text = (value or "").strip()
-    if not text or text.lower() in ("earliest", "latest"):
-        return text.lower() or "earliest"
+def _offsets(opts: dict, key: str, words: tuple[str, ...], specials: tuple[int, ...]) -> str | dict[str, int] | None:
+    """Kafka's startingOffsets/endingOffsets for a push table: one of `words`, or a JSON object of
+    partition to batch sequence number (or one of Kafka's `specials`: -2 earliest, -1 latest)."""
+    text = str(opts.get(key) or "").strip()
+    if not text:
+        return None if key == "endingoffsets" else words[0]
+    if text.lower() in words:
+        return text.lower()
     try:
         parsed = json.loads(text)
         ok = isinstance(parsed, dict) and all(
-            str(p).isdigit() and is_int(s, minimum=0) for p, s in parsed.items())
+            _is_id(str(p)) and isinstance(s, int) and not isinstance(s, bool) and (s >= 0 or s in specials)
+            for p, s in parsed.items())
     except ValueError:
         ok = False
     if not ok:
+        meaning = {EARLIEST: "-2 the earliest held", LATEST: "-1 the latest"}
+        said = {"earliest": " (the default)", "latest": " (the default)" if key == "endingoffsets" else "",
+                EOF: " (wait until the producers end)"}
         raise OptionError(
-            "Option 'startingOffsets' must be 'earliest', 'latest' or a JSON object of partition to batch "
-            f"sequence number, e.g. '{{\"0\": 12, \"1\": 0}}'; got {value!r}.")
+            f"Option {spelled(key)!r} must be {' or '.join(repr(w) + said[w] for w in words)}, or a JSON object of partition "
+            f"to batch sequence number, e.g. '{{\"0\": 12, \"1\": 0}}' "
+            f"({', '.join(meaning[v] for v in specials)}); got {opts[key]!r}.")
     return {str(int(p)): s for p, s in parsed.items()}
+
+
+def _point_in_time(opts: dict, key: str) -> int | None:
+    """startingTimestamp/endingTimestamp: epoch ms, or a time as scan.timestamp takes it."""
+    if opts.get(key) in (None, ""):
+        return None
+    try:
+        return parse_timestamp_ms(opts[key])
+    except ValueError as e:
+        raise OptionError(f"Option {spelled(key)!r}: {e}.") from None
+
+
+def _check_push_bounds(opts: dict) -> None:
+    """A start and an end each given one way (Kafka lets a timestamp win; here both is an error)."""
+    for a, b in (("startingoffsets", "startingtimestamp"), ("endingoffsets", "endingtimestamp")):
+        if opts.get(a) not in (None, "") and opts.get(b) not in (None, ""):
+            raise OptionError(f"Options {spelled(a)!r} and {spelled(b)!r} conflict; set one of them.")
+    start, end = _point_in_time(opts, "startingtimestamp"), _point_in_time(opts, "endingtimestamp")
+    if start is not None and end is not None and start > end:
+        raise OptionError(f"Option 'startingTimestamp' ({start} ms) is after 'endingTimestamp' ({end} ms); "
+                          "start at or before the end.")
+
+
+def spelled(key: str) -> str:
+    """An option's name as the docs spell it (Spark takes any case)."""
+    return _SPELLED.get(key, key)
+
+
+def _unknown(key: str) -> str:
+    """An unknown option, with the known one it is closest to."""
+    close = difflib.get_close_matches(key, sorted(_KNOWN - {"path"}), n=1, cutoff=0.75)
+    return f"{key} (did you mean {spelled(close[0])}?)" if close else key
 
 
 def _between_parts(value: str | None) -> tuple[str, str] | None:
@@ -267,7 +326,7 @@ def _check_combinations(o: Options, mode_given: bool, misplaced: list[str]) -> N
     if misplaced:
         kind, other = ("Paimon tables", "push tables (Kafka's names)") if o.push else ("push tables", "Paimon tables")
         raise OptionError(
-            f"Option(s) {', '.join(misplaced)} apply to {kind}; {o.target} takes none of them "
+            f"Option(s) {', '.join(map(spelled, misplaced))} apply to {kind}; {o.target} takes none of them "
             f"(see spark_reader/README.md for the options of {other})."
         )
     starts = [k for k, v in (("scan.snapshot-id", o.snapshot_id), ("scan.tag-name", o.tag_name),

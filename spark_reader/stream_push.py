@@ -5,7 +5,8 @@ passes `end`, so a re-run batch after a crash reads the same batches again. The 
 partition's batches only when Spark says they are processed.
 
 Options as Spark's Kafka source names them: `startingOffsets` (earliest: the oldest batch still
-held; latest: the next appended, the held ones freed unread; or '{"P": seq}'),
+held; latest: the next appended, the held ones freed unread; or '{"P": seq}', -2 and -1 as Kafka's),
+`startingTimestamp` (each partition's first batch the server appended at or after then),
 `maxOffsetsPerTrigger` (batches per micro-batch, over all partitions) and `failOnDataLoss`.
 """
 
@@ -23,7 +24,8 @@ from flight_server.wire import names
 from flight_server.wire.actions import PartitionOffsets
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import EndpointPartition, SourceError, call, connect, partitions_of, read_partition
-from spark_reader.options import Options
+from spark_reader import push_range
+from spark_reader.options import EARLIEST, LATEST, Options
 
 log = logging.getLogger(__name__)  # runs inside Spark: Spark's application configures logging
 
@@ -49,11 +51,17 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         # By default a new query starts where the last consumer's commits left off: nothing
         # committed is lost, since it was processed; everything uncommitted is still on the server.
-        parts = self._partitions()
+        at = self.opts.starting_timestamp
+        found = None if at is None else call(self.opts, names.OFFSETS, self._c().offsets, self.opts.push, at)
+        parts = self._partitions()  # after `found`: no partition stands before what it found
         start = self.opts.starting_offsets
-        if start == "earliest":
+        if start == "earliest" and found is None:
             return {p: s.committed for p, s in parts.items()}
         chosen = {p: s.next_seq for p, s in parts.items()} if start == "latest" else start
+        if found is not None:  # each partition's first batch appended at or after startingTimestamp
+            chosen = {p: push_range.at_timestamp(self.opts, s, "startingTimestamp") for p, s in found.items()}
+        chosen = {p: {EARLIEST: parts[p].committed, LATEST: parts[p].next_seq}.get(seq, seq) if p in parts else seq
+                  for p, seq in chosen.items()}  # Kafka's -2 and -1
         unknown = sorted(set(chosen) - set(parts), key=int)
         if unknown:
             raise SourceError(f"Option 'startingOffsets' names partition(s) {', '.join(unknown)} that "

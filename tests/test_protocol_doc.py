@@ -39,8 +39,9 @@ def test_every_json_example_in_the_protocol_doc_is_accepted_by_a_real_server(cli
             typed = ACTIONS[name].result.from_json(result, name)
             assert json.dumps(typed.to_json()) == json.dumps(result), (name, result)
             if name == "offsets":  # the two batches of "orders" are held: nothing was committed yet
-                assert result == {"partitions": {"0": {"committed": 0, "next_seq": 2, "state": "eof"}}}
-                assert client.offsets(body["name"]) == typed.partitions
+                # (both appended after the example's timestamp_ms 0: the first is at_timestamp)
+                assert result == {"partitions": {"0": {"committed": 0, "next_seq": 2, "state": "eof", "at_timestamp": 0}}}
+                assert client.offsets(body["name"], body["timestamp_ms"]) == typed.partitions
             if name == "register":
                 assert result == {"name": body["name"], "partitions": body["partitions"], "capacity": body["capacity"],
                                   "capacity_bytes": body["capacity_bytes"], "writers": body["writers"]}

@@ -1,4 +1,4 @@
-"""flight-paimon in Spark over push tables: batch reads to EOF, failures, streaming, writes, option errors."""
+"""flight-paimon in Spark over push tables: batch reads to EOF (endingOffsets eof), failures, streaming, writes, option errors."""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ def produce(uri: str, name: str, partition: int, first: int, batches: int, rows:
     return thread
 
 
-def read_push(spark, uri: str, name: str):
-    return spark.read.format("flight-paimon").option("uri", uri).option("push", name).load()
+def read_push(spark, uri: str, name: str, ending: str = "latest"):
+    return (spark.read.format("flight-paimon").option("uri", uri).option("push", name)
+            .option("endingOffsets", ending).load())
 
 
 @pytest.mark.timeout(240)
@@ -54,7 +55,7 @@ def test_batch_read_of_push_table_ends_at_eof_with_every_row(fp, server, client)
     client.register("live", SCHEMA, capacity=4, partitions=2)
     # 30 batches per partition against capacity 4: the producers can only finish while Spark reads.
     producers = [produce(server.uri, "live", p, p * 100_000, 30, 100, pause=0.005) for p in (0, 1)]
-    df = read_push(fp, server.uri, "live")
+    df = read_push(fp, server.uri, "live", ending="eof")  # waits for the producers' end (test_spark_push_bounded.py)
     assert df.rdd.getNumPartitions() == 2
     ids = [r.id for r in df.select("id").collect()]
     for t in producers:
@@ -69,7 +70,7 @@ def test_producer_failure_fails_the_query_with_its_cause(fp, server, client):
     client.register("flaky", SCHEMA, capacity=4)
     produce(server.uri, "flaky", 0, 0, 10, 50, fail_after=3)
     with pytest.raises(Exception, match="sensor 7 unplugged"):
-        read_push(fp, server.uri, "flaky").collect()
+        read_push(fp, server.uri, "flaky", ending="eof").collect()
 
 
 @pytest.mark.timeout(300)

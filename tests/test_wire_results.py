@@ -81,8 +81,8 @@ def test_offsets_say_where_each_push_partition_stands(client):
         for i in range(4):
             sink.write(make_batch(i, 2))
     got = typed(client, names.OFFSETS, {"name": "orders"})
-    assert got.to_json() == {"partitions": {"0": {"committed": 0, "next_seq": 0, "state": "open"},
-                                            "1": {"committed": 0, "next_seq": 4, "state": "eof"}}}
+    assert got.to_json() == {"partitions": {"0": {"committed": 0, "next_seq": 0, "state": "open", "at_timestamp": None},
+                                            "1": {"committed": 0, "next_seq": 4, "state": "eof", "at_timestamp": None}}}
     # a replaying reader commits what it processed: the batches below are freed
     client.flight.do_get(client.replay_info("orders", 1, 0, 3).endpoints[0].ticket, options=client.options()).read_all()
     client.commit("orders", {1: 3})

@@ -11,6 +11,7 @@ Batches get sequence numbers 0, 1, 2, ... in append order. Invariants, under `_c
   clean ends, and any broken stream fails it.
 - One reader mode: a single-scan drain (which commits as it sends) or replay ranges with
   explicit commits, never both.
+Each held batch keeps when it was appended, so `offsets(at_ms)` finds batches by time.
 Every wait has a timeout and re-checks its condition and the caller's cancellation probe, so a
 vanished peer is noticed within half a second (flight_server/polling.py).
 """
@@ -52,6 +53,7 @@ class PartitionLog:
         self.idle_timeout_s = idle_timeout_s
         self._cond = threading.Condition()
         self._batches: deque[pa.RecordBatch] = deque()  # seqs _committed .. _next_seq-1
+        self._appended_ms: deque[int] = deque()  # when each held batch was appended (epoch ms, never decreasing)
         self._committed = 0
         self._sent = 0  # replay reads have been sent every batch below this
         self._next_seq = 0
@@ -153,6 +155,8 @@ class PartitionLog:
                 self._producers[name] = producer_seq
             seq = self._next_seq
             self._batches.append(batch)
+            now_ms = int(time.time() * 1000)
+            self._appended_ms.append(max(now_ms, self._appended_ms[-1]) if self._appended_ms else now_ms)
             self._next_seq += 1
             self._queued_bytes += size
             self._rows_in += batch.num_rows
@@ -251,7 +255,7 @@ class PartitionLog:
                 if self._batches:
                     if self._full_locked():
                         self._last_activity = time.monotonic()  # room again: the idle clock restarts
-                    batch = self._batches.popleft()
+                    batch = self._pop_locked()
                     self._committed += 1
                     self._sent = self._committed
                     self._account_out(batch)
@@ -365,21 +369,31 @@ class PartitionLog:
     def _free_locked(self, upto: int) -> None:
         was_full = self._full_locked()
         while self._committed < upto:
-            self._account_out(self._batches.popleft(), count_rows=False)
+            self._account_out(self._pop_locked(), count_rows=False)
             self._committed += 1
         if was_full:
             self._last_activity = time.monotonic()  # room again: the idle clock restarts
         self._cond.notify_all()
+
+    def _pop_locked(self) -> pa.RecordBatch:
+        self._appended_ms.popleft()
+        return self._batches.popleft()
 
     def _account_out(self, batch: pa.RecordBatch, count_rows: bool = True) -> None:
         self._queued_bytes -= batch.nbytes
         if count_rows:
             self._rows_out += batch.num_rows
 
-    def offsets(self) -> PartitionOffsets:
-        """What a replaying consumer may read now: [committed, next_seq), and the state."""
+    def offsets(self, at_ms: int | None = None) -> PartitionOffsets:
+        """What a replaying consumer may read now: [committed, next_seq), and the state; with
+        `at_ms`, also the first held batch appended at or after that time (epoch ms; next_seq
+        when none was), as Kafka's offsetsForTimes answers from the records it retains."""
         with self._cond:
-            return PartitionOffsets(self._committed, self._next_seq, self._state)
+            at = None
+            if at_ms is not None:
+                at = next((self._committed + i for i, ms in enumerate(self._appended_ms) if ms >= at_ms),
+                          self._next_seq)
+            return PartitionOffsets(self._committed, self._next_seq, self._state, at)
 
     def queued(self) -> tuple[int, int]:
         """(batches, bytes) the partition holds now: what /metrics reads of every partition at each

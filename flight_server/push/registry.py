@@ -213,9 +213,10 @@ class PushRegistry:
             for t in tables
         }
 
-    def offsets(self, name) -> PushOffsets:
-        """Where each partition of a push table stands (the `offsets` action)."""
-        return PushOffsets({str(i): log.offsets() for i, log in enumerate(self.get(name).partitions)})
+    def offsets(self, name, at_ms: int | None = None) -> PushOffsets:
+        """Where each partition of a push table stands (the `offsets` action); with `at_ms`, also
+        its first held batch appended at or after then."""
+        return PushOffsets({str(i): log.offsets(at_ms) for i, log in enumerate(self.get(name).partitions)})
 
     def shutdown(self, reason: str = "the server is shutting down") -> None:
         """Fail every open partition so blocked writers and readers end with `reason`."""

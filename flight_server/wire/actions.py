@@ -131,6 +131,7 @@ class StatsBody(Body):
 @dataclass(frozen=True)
 class OffsetsBody(Body):
     name: str  # a push table
+    timestamp_ms: object = None  # epoch ms: each partition's first held batch appended at or after it
 
 
 @dataclass(frozen=True)
@@ -482,6 +483,7 @@ class PartitionOffsets(Message):
     committed: int
     next_seq: int
     state: str
+    at_timestamp: int | None = None  # with the body's timestamp_ms: the first held batch appended then or later
 
 
 @dataclass(frozen=True)
@@ -705,8 +707,11 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action(names.OFFSETS, OffsetsBody, PushOffsets, READ, ("name",),
            "Where each partition of a push table stands: batches [committed, next_seq) are held, readable by "
            "replay ranges (what a replaying consumer, Spark's push source, starts from and checks its offsets "
-           "against).",
-           '`{"name"}`', '`{"partitions": {"P": {"committed", "next_seq", "state"}}}`'),
+           "against). With timestamp_ms (epoch ms), at_timestamp is the first held batch the server appended at "
+           "or after then (next_seq if none), as Kafka's offsetsForTimes (Spark's startingTimestamp).",
+           '`{"name", "timestamp_ms"?}`',
+           '`{"partitions": {"P": {"committed", "next_seq", "state", "at_timestamp"}}}` (at_timestamp null '
+           'without timestamp_ms)'),
     Action(names.LATEST_SNAPSHOT, TableBody, Snapshots, READ, (names.TABLE,),
            "The latest and earliest snapshot ids of a Paimon table, null when it has none.",
            '`{"table"}`', '`{"snapshot_id": N or null, "earliest_snapshot_id": E or null}`'),
