@@ -32,7 +32,6 @@ from typing import NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
-import tenacity
 
 from flight_server.wire import messages, names
 from flight_server.wire.errors import Cancelled, CommitRaced, Unavailable, error_message, from_flight
@@ -95,6 +94,7 @@ def retrying(what: str, timeout: float, attempt: Callable[[], T], cause: BaseExc
     """`attempt()`, made again while it fails `retryable`, with backoff, for at most `timeout` s;
     then SinkError saying it could not `what` (raised from `cause`, else the last error). Any other
     error is raised at once: retrying a user's mistake would only hide it until the deadline."""
+    import tenacity  # here: it imports asyncio, a tenth of every flight_cli start-up that retries nothing
 
     def give_up(state: tenacity.RetryCallState):
         e = state.outcome.exception()

@@ -63,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     from flight_server.cli import logs
 
-    logs.configure(args.log_level)
+    if args.command == "serve":
+        logs.configure(args.log_level)
+    else:  # client commands log through the standard library: structlog only once a record comes
+        logs.configure_on_first_record(args.log_level)
     where = f"flight_cli {args.command}"
     try:
         status = _command(args.func)(args)

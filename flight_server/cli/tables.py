@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import shlex
+import sys
+from typing import TYPE_CHECKING
 
-from flight_server.cli import targets
+from flight_server.cli import pages, targets
 from flight_server.cli.args import CliError
 from flight_server.cli.connect import client
 from flight_server.wire import names
-from flight_server.wire.actions import SchemaChange
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.type_spec import format_spec, format_type, parse_spec
+
+if TYPE_CHECKING:  # imported where used: `list` builds none of the actions' dataclasses
+    from flight_server.wire.actions import SchemaChange
 
 
 def cmd_register(args) -> int:
@@ -26,15 +32,109 @@ def _names(values: list[str] | None) -> list[str]:
     return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
 
 
+CREATE_FLAGS = ("schema", "primary_key", "partition_by", "buckets", "bucket_key", "option")
+
+
+class _LineParser(argparse.ArgumentParser):
+    """A --file line's parser: a mistake is a CliError naming the line, not argparse's exit."""
+
+    def error(self, message):
+        raise CliError(message)
+
+
+def _line_parser() -> argparse.ArgumentParser:
+    from flight_server.cli.parser import create_flags
+
+    p = _LineParser(prog="a --file line", add_help=False)
+    p.add_argument("table")
+    create_flags(p)
+    return p
+
+
+def _file_lines(path: str) -> list[tuple[str, str]]:
+    """(where, text) of each line that names a table: `FILE:N`."""
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CliError(f"cannot read --file {path!r}: {getattr(e, 'strerror', None) or e}.") from None
+    where = "stdin" if path == "-" else path
+    return [(f"{where}:{n}", line) for n, line in enumerate(text.splitlines(), 1)
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _table(args, line: argparse.Namespace | None, where: str) -> dict:
+    """One table's create_table arguments: a --file line's flags over the command line's."""
+    flags = {k: getattr(args, k) for k in CREATE_FLAGS}
+    if line is not None:
+        flags.update({k: getattr(line, k) for k in CREATE_FLAGS if getattr(line, k) is not None})
+        flags["option"] = (args.option or []) + (line.option or [])
+    if flags["schema"] is None:
+        raise CliError(f"{where}: --schema is required, e.g. --schema 'id:int64!,name:string' (on the command "
+                       "line for every table, or on the line).")
+    try:
+        schema = parse_spec(flags["schema"])
+    except InvalidRequest as e:
+        raise CliError(f"{where}: --schema {flags['schema']!r}: {e}") from None
+    options = dict(flags["option"] or [])
+    if flags["buckets"] is not None:
+        options["bucket"] = str(flags["buckets"])
+    if flags["bucket_key"]:
+        options["bucket-key"] = flags["bucket_key"]
+    return {"schema": schema, "primary_keys": _names(flags["primary_key"]),
+            "partition_keys": _names(flags["partition_by"]), "options": options}
+
+
+def _paimon_name(text: str, where: str) -> str:
+    """DB.TABLE (or paimon:DB.TABLE) as the server checks it, here before any table is created."""
+    if text.startswith(names.PUSH + ":"):
+        raise CliError(f"{where} {text!r}: create makes Paimon tables (DB.TABLE); a push table is made with "
+                       "`flight_cli register`.")
+    from flight_server.wire.requests import table_name
+
+    name = text.removeprefix(names.PAIMON + ":")
+    try:
+        return table_name(name, where)
+    except InvalidRequest as e:
+        raise CliError(str(e)) from None
+
+
+def creations(args) -> list[tuple[str, dict]]:
+    """Every table to create and its arguments, all checked before any is created."""
+    out = [(_paimon_name(t, "create"), _table(args, None, t)) for t in args.table]
+    if args.file is not None:
+        parser = _line_parser()
+        for where, text in _file_lines(args.file):
+            try:
+                line = parser.parse_args(shlex.split(text, comments=True))
+            except (CliError, ValueError) as e:
+                raise CliError(f"{where}: {e}") from None
+            out.append((_paimon_name(line.table, where), _table(args, line, where)))
+    if not out:
+        raise CliError("create needs a table: DB.TABLE (several take the same flags), or --file FILE.")
+    seen = set()
+    for name, _ in out:
+        if name in seen:
+            raise CliError(f"create names {name} twice; nothing was created.")
+        seen.add(name)
+    return out
+
+
 def cmd_create(args) -> int:
-    options = dict(args.option or [])
-    if args.buckets is not None:
-        options["bucket"] = str(args.buckets)
-    if args.bucket_key:
-        options["bucket-key"] = args.bucket_key
-    result = client(args).create_table(args.table, parse_spec(args.schema), primary_keys=_names(args.primary_key),
-                                       partition_keys=_names(args.partition_by), options=options)
-    print(json.dumps(result.to_json()))
+    tables = creations(args)
+    c = client(args)
+    for done, (name, spec) in enumerate(tables):
+        try:
+            result = c.create_table(name, **spec)
+        except Exception:  # noqa: BLE001 - re-raised: main says why; this says how far it got
+            if len(tables) > 1:
+                print(f"flight_cli create: {done} of {len(tables)} tables created; {name} failed, the rest were "
+                      "not tried", file=sys.stderr)
+            raise
+        print(json.dumps(result.to_json()), flush=len(tables) > 1)
     return 0
 
 
@@ -54,6 +154,8 @@ def _column(text: str, flag: str) -> tuple[str, str]:
 def alter_changes(flags: list[tuple[str, list[str]]]) -> list[SchemaChange]:
     """`alter`'s flags, in order, as Paimon's schema changes (--after and --first go with the
     --add-column before them)."""
+    from flight_server.wire.actions import SchemaChange
+
     out: list[SchemaChange] = []
     for flag, values in flags:
         if flag in ("--after", "--first"):
@@ -111,7 +213,13 @@ def cmd_drop(args) -> int:
 
 def cmd_list(args) -> int:
     c = client(args)
-    for info in c.flight.list_flights(args.prefix.encode(), options=c.options()):
-        path = targets.spelled([p.decode() for p in info.descriptor.path])  # as tail, stats and drop take it
-        print(f"{path}\tendpoints={len(info.endpoints)}\t{format_spec(info.schema)}")  # as --schema takes it
+    pattern = args.prefix if pages.is_pattern(args.prefix) else args.prefix + "*"
+    found = {}
+    for info in c.flight.list_flights(pages.server_prefix(pattern).encode(), options=c.options()):
+        path = [p.decode() for p in info.descriptor.path]
+        if pages.matches(pattern, path[0], "/".join(path[1:])):
+            found[targets.spelled(path)] = info  # as tail, stats and drop take it
+    for name in pages.page(list(found), args.limit, args.after, "list"):
+        info = found[name]
+        print(f"{name}\tendpoints={len(info.endpoints)}\t{format_spec(info.schema)}")  # as --schema takes it
     return 0
