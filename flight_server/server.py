@@ -187,8 +187,8 @@ class FlightPaimonServer(flight.FlightServerBase):
                                 self.pushed.plan(PushTarget(t.name)))
                      for t in self.push.tables() if t.name.startswith(prefix) and readable(READ, t.name)]
             if self.warehouse:
-                infos += [info for t in self.paimon.tables() if t.name.startswith(prefix) and readable(READ, t.name)
-                          if (info := self._paimon_summary(call, t)) is not None]
+                listed = self.paimon.tables(lambda name: name.startswith(prefix) and readable(READ, name))
+                infos += [info for t in listed if (info := self._paimon_summary(call, t)) is not None]
         yield from infos
 
     def get_schema(self, context, descriptor):

@@ -20,6 +20,24 @@ TAIL_STARTS = ("default", "latest", "latest-full", "full", "earliest", "from-sna
 _URI = os.environ.get("FLIGHT_PAIMON_URI", a.DEFAULT_URI)
 
 
+def create_flags(p) -> None:
+    """A Paimon table's flags, as `create` takes them and each line of its --file."""
+    p.add_argument("--schema", help="columns, e.g. 'id:int64!,name:string,ts:timestamp[us]' (! = not null), or the "
+                   "columns `list` prints (required: here or on each --file line)")
+    p.add_argument("--primary-key", action="append", help="primary key column(s), comma-separated or repeated")
+    p.add_argument("--partition-by", action="append", help="partition column(s), comma-separated or repeated")
+    p.add_argument("--buckets", type=int, help="fixed bucket count (default: Paimon's, -1: dynamic or unaware)")
+    p.add_argument("--bucket-key", help="column(s) that pick an append table's bucket (needed with --buckets)")
+    p.add_argument("--option", action="append", type=a.option, help="a Paimon table option KEY=VALUE (repeatable)")
+
+
+def page_flags(p) -> None:
+    """`list` and `stats`: a page of the tables, by name."""
+    p.add_argument("--limit", type=a.count, metavar="N", help="at most N tables (the first by name); stderr says "
+                   "how to ask for the next page")
+    p.add_argument("--after", metavar="NAME", help="only tables after NAME (as printed: the last of the previous page)")
+
+
 class _Change(argparse.Action):
     """`alter`'s change flags, kept in the order given (one list, `changes`: (flag, values))."""
 
@@ -89,17 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "1024-based; unset: the server's default)")
     _client_args(p)
 
-    p = command("create", "create a Paimon table for durable writes (do_put into it, Client.paimon_sink)",
-                f"{tables}:cmd_create", "flight_cli create db.orders --schema 'id:int64!,region:string,amount:double' "
-                "--primary-key id,region --partition-by region --buckets 2")
-    p.add_argument("table", help="DB.TABLE (the database is created when missing)")
-    p.add_argument("--schema", required=True, help="columns, e.g. 'id:int64!,name:string,ts:timestamp[us]' (! = not "
-                   "null), or the columns `list` prints")
-    p.add_argument("--primary-key", action="append", help="primary key column(s), comma-separated or repeated")
-    p.add_argument("--partition-by", action="append", help="partition column(s), comma-separated or repeated")
-    p.add_argument("--buckets", type=int, help="fixed bucket count (default: Paimon's, -1: dynamic or unaware)")
-    p.add_argument("--bucket-key", help="column(s) that pick an append table's bucket (needed with --buckets)")
-    p.add_argument("--option", action="append", type=a.option, help="a Paimon table option KEY=VALUE (repeatable)")
+    p = command("create", "create Paimon tables for durable writes (do_put into them, Client.paimon_sink): one, "
+                "several with the same flags, or a file of them, in one call each over one connection; every line "
+                "is checked before any table is created", f"{tables}:cmd_create",
+                "flight_cli create db.orders --schema 'id:int64!,region:string,amount:double' "
+                "--primary-key id,region --partition-by region --buckets 2",
+                "flight_cli create db.t1 db.t2 db.t3 --schema 'id:int64,v:double'",
+                "flight_cli create --file tables.txt --schema 'id:int64,v:double'   # a line: db.t4 [--primary-key id]")
+    p.add_argument("table", nargs="*", help="DB.TABLE (the database is created when missing); several take the same "
+                   "flags")
+    p.add_argument("--file", metavar="FILE", help="tables to create, one a line as this command takes them "
+                   "(DB.TABLE --schema ... --primary-key ...; # comments, blank lines); the command line's flags are "
+                   "each line's defaults (--option merges); - reads standard input")
+    create_flags(p)
     _client_args(p)
 
     p = command("alter", "change a Paimon table's schema, as Paimon's ALTER TABLE: the flags apply in the order "
@@ -222,17 +242,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tag", help="the tag's name, or several comma-separated")
     _client_args(p)
 
-    p = command("list", "list push tables and Paimon tables: NAME, endpoints, columns (as --schema takes them)",
-                f"{tables}:cmd_list", "flight_cli list", "flight_cli list db.")
-    p.add_argument("prefix", nargs="?", default="", help="only names that start with this")
+    p = command("list", "list push tables and Paimon tables, sorted by name: NAME, endpoints, columns (as --schema "
+                "takes them)", f"{tables}:cmd_list", "flight_cli list", "flight_cli list db.",
+                "flight_cli list 'db.orders_*' --limit 50", "flight_cli list db. --limit 50 --after paimon:db.t049")
+    p.add_argument("prefix", nargs="?", default="", metavar="PATTERN",
+                   help="only names that start with this (the server looks no further), or a shell pattern "
+                        "(* ? [...]) the whole name matches: 'db.orders_*', 'push:*'")
+    page_flags(p)
     _client_args(p)
     p = command("stats", "a push table's partitions (state, reader, queue, rows), or a Paimon table's snapshots, "
                 "files, tags and consumers and what this server did to it; all push tables and this server's "
                 "Paimon writes without a name", "flight_server.cli.stats:cmd_stats", "flight_cli stats db.orders",
                 "flight_cli stats push:orders --format json")
     p.add_argument("name", nargs="?", metavar="TABLE", help="push:NAME (or NAME), or DB.TABLE (or paimon:DB.TABLE), "
-                   "as `list` prints it (unset: every push table and this server's Paimon writes)")
+                   "as `list` prints it (unset: every push table and this server's Paimon writes); a shell pattern "
+                   "(* ? [...]: 'db.t1*', 'push:*') keeps those tables of the unset case")
     p.add_argument("--format", choices=["text", "json"], help="output format (unset: text on a terminal, else json)")
+    page_flags(p)
     _client_args(p)
     parser.command_parsers = sub.choices  # each command's parser, by name (serve --config reads serve's flags)
     return parser

@@ -3,11 +3,12 @@ readable summary on a terminal, JSON otherwise (or with --format json)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import sys
 
-from flight_server.cli import targets
+from flight_server.cli import pages, targets
 from flight_server.cli.connect import client
 from flight_server.wire import names
 from flight_server.wire.actions import PaimonTableStats, PaimonWriteStats, PushTableStats, Stats
@@ -15,14 +16,26 @@ from flight_server.wire.actions import PaimonTableStats, PaimonWriteStats, PushT
 
 def cmd_stats(args) -> int:
     c = client(args)
-    if args.name is None:
-        result = c.stats()
+    if args.name is None or pages.is_pattern(args.name):
+        result = selected(c.stats(), args.name or "*", args.limit, args.after)
     else:
         kind, name = targets.parse(args.name, "stats", bare_push=True)
         result = c.stats(name) if kind == names.PUSH else c.stats(table=name)
     fmt = args.format or ("text" if sys.stdout.isatty() else "json")
     print(json.dumps(result.to_json(), indent=2) if fmt == "json" else summary(result))
     return 0
+
+
+def selected(result: Stats, pattern: str, limit: int | None, after: str | None) -> Stats:
+    """The tables `pattern` matches, one page of them by name (as `list` prints them)."""
+    kinds = {"push": names.PUSH, "paimon": names.PAIMON, "paimon_writes": names.PAIMON,
+             "maintenance": names.PAIMON, "staged": names.PAIMON}
+    spelled = {f"{kinds[part]}:{name}" for part in kinds for name in (getattr(result, part) or {})
+               if pages.matches(pattern, kinds[part], name)}
+    keep = set(pages.page(list(spelled), limit, after, "stats"))
+    return dataclasses.replace(result, **{
+        part: {name: v for name, v in value.items() if f"{kinds[part]}:{name}" in keep}
+        for part in kinds if (value := getattr(result, part)) is not None})
 
 
 def _size(n: int | None) -> str:

@@ -195,9 +195,10 @@ class PaimonSource:
         """A write's `merge_schema`: the stream's new columns added, types widened (paimon/alter.py)."""
         return alter.merge_schema(self.catalog(), lambda: self.table(name), name, stream, check_options)
 
-    def tables(self) -> list[TableSummary]:
+    def tables(self, keep: Callable[[str], bool] = lambda name: True) -> list[TableSummary]:
+        """The tables whose names `keep` lets through (the others are never loaded)."""
         out = []
-        for name in compat.list_tables(self.catalog()):
+        for name in filter(keep, compat.list_tables(self.catalog())):
             try:
                 table = self.table(name)
                 scope = Scope(table, PaimonRequest(table=name))

@@ -1,0 +1,139 @@
+"""Many tables from the CLI (issue 48 item 9): `create` takes several tables or a file of them (all
+checked before any is created), and `list` and `stats` filter by pattern and page by name.
+
+How long 300 tables take is scripts/bench_cli_tables.py's to measure, not a test's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from producers import Client
+from tests.conftest import ROOT, child_env
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args], capture_output=True, text=True,
+                          input=stdin, timeout=120, env=child_env(), cwd=ROOT)
+
+
+def listed(uri: str, *args: str) -> list[str]:
+    out = cli("list", *args, "--uri", uri)
+    assert out.returncode == 0, out.stderr
+    return [line.split("\t")[0] for line in out.stdout.splitlines()]
+
+
+@pytest.mark.timeout(240)
+def test_create_takes_several_tables_and_a_file_of_them(server_process, tmp_path):
+    uri = server_process.uri
+    made = cli("create", "db.a", "db.b", "--schema", "id:int64!,v:double", "--primary-key", "id", "--uri", uri)
+    assert made.returncode == 0, made.stderr
+    results = [json.loads(line) for line in made.stdout.splitlines()]
+    assert [(r["table"], r["primary_keys"]) for r in results] == [("db.a", ["id"]), ("db.b", ["id"])]
+
+    tables = tmp_path / "tables.txt"
+    tables.write_text("# the events, keyed\n"
+                      "db.c --primary-key id --option snapshot.num-retained.max=7\n"
+                      "\n"
+                      "paimon:db.d --schema 'k:string,n:int32' --partition-by k   # its own columns\n"
+                      "db.e\n")
+    made = cli("create", "--file", str(tables), "--schema", "id:int64!,v:double", "--option", "bucket=2",
+               "--option", "bucket-key=id", "--uri", uri)
+    assert made.returncode == 0, made.stderr
+    results = {r["table"]: r for r in map(json.loads, made.stdout.splitlines())}
+    assert list(results) == ["db.c", "db.d", "db.e"]
+    assert results["db.c"]["primary_keys"] == ["id"] and results["db.c"]["options"]["snapshot.num-retained.max"] == "7"
+    assert results["db.c"]["options"]["bucket"] == "2"  # the command line's --option, merged with the line's
+    assert results["db.d"]["partition_keys"] == ["k"] and results["db.d"]["primary_keys"] == []
+    assert results["db.d"]["schema"] == "k: string, n: int32"  # the line's --schema, not the command line's
+    assert results["db.e"]["primary_keys"] == [] and results["db.e"]["options"]["bucket-key"] == "id"
+    made = cli("create", "--file", "-", "--schema", "x:int64", "--uri", uri, stdin="db.f\ndb.g\n")
+    assert made.returncode == 0, made.stderr
+    assert listed(uri) == [f"paimon:db.{t}" for t in "abcdefg"]
+
+
+@pytest.mark.timeout(240)
+def test_create_checks_every_line_before_creating_any(server_process, tmp_path):
+    uri = server_process.uri
+    tables = tmp_path / "tables.txt"
+    tables.write_text("db.a\ndb.b --primary-key id\ndb.c --schema 'id:int99'\n")
+    bad = cli("create", "--file", str(tables), "--schema", "id:int64!", "--uri", uri)
+    assert bad.returncode == 2 and f"{tables}:3: --schema 'id:int99'" in bad.stderr, bad.stderr
+    tables.write_text("db.a\ndb.b --primary-kee id\n")
+    bad = cli("create", "--file", str(tables), "--schema", "id:int64!", "--uri", uri)
+    assert bad.returncode == 2 and f"{tables}:2: unrecognized arguments: --primary-kee id" in bad.stderr, bad.stderr
+    bad = cli("create", "db.a", "db.a", "--schema", "id:int64", "--uri", uri)
+    assert bad.returncode == 2 and "names db.a twice" in bad.stderr, bad.stderr
+    bad = cli("create", "db.a", "--file", str(tmp_path / "nope.txt"), "--schema", "id:int64", "--uri", uri)
+    assert bad.returncode == 2 and "cannot read --file" in bad.stderr, bad.stderr
+    bad = cli("create", "db.a", "push:q", "--schema", "id:int64", "--uri", uri)
+    assert bad.returncode == 2 and "flight_cli register" in bad.stderr, bad.stderr
+    bad = cli("create", "db.a", "--uri", uri)
+    assert bad.returncode == 2 and "--schema is required" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert listed(uri) == []  # nothing was created by any of them
+
+    assert cli("create", "db.b", "--schema", "id:int64", "--uri", uri).returncode == 0
+    partial = cli("create", "db.a", "db.b", "db.c", "--schema", "id:int64", "--uri", uri)
+    assert partial.returncode == 1, partial.stderr
+    assert "1 of 3 tables created; db.b failed, the rest were not tried" in partial.stderr
+    assert "already exists" in partial.stderr
+    assert listed(uri) == ["paimon:db.a", "paimon:db.b"]
+
+
+@pytest.mark.timeout(240)
+def test_list_and_stats_filter_by_pattern_and_page_by_name(server_process):
+    uri = server_process.uri
+    names = [f"db.t{i:02d}" for i in range(12)]
+    assert cli("create", *names, "--schema", "id:int64", "--uri", uri).returncode == 0
+    client = Client(uri, timeout=30)
+    try:
+        for push in ("p1", "p2", "q1"):
+            client.register(push, pa.schema([("id", pa.int64())]))
+        batch = pa.record_batch([pa.array([1, 2], pa.int64())], names=["id"])
+        for table in ("db.t00", "db.t01", "db.t10"):
+            with client.paimon_sink(table) as sink:
+                sink.write(batch)
+    finally:
+        client.close()
+
+    everything = [f"paimon:{n}" for n in names] + ["push:p1", "push:p2", "push:q1"]
+    assert listed(uri) == everything
+    assert listed(uri, "db.t1*") == ["paimon:db.t10", "paimon:db.t11"]
+    assert listed(uri, "push:?1") == ["push:p1", "push:q1"]
+    assert listed(uri, "db.t0") == [f"paimon:db.t0{i}" for i in range(10)]  # a prefix, as before
+    page = cli("list", "--limit", "5", "--uri", uri)
+    first = [line.split("\t")[0] for line in page.stdout.splitlines()]
+    assert first == everything[:5]
+    assert "5 of 15 tables shown; the next page: --after paimon:db.t04" in page.stderr
+    pages, after = [first], first[-1]
+    while True:
+        more = cli("list", "--limit", "5", "--after", after, "--uri", uri)
+        got = [line.split("\t")[0] for line in more.stdout.splitlines()]
+        if not got:
+            break
+        pages.append(got)
+        after = got[-1]
+    assert [n for p in pages for n in p] == everything
+
+    def stats(*args):
+        out = cli("stats", *args, "--format", "json", "--uri", uri)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    every = stats()
+    assert set(every["push"]) == {"p1", "p2", "q1"} and set(every["paimon_writes"]) == {"db.t00", "db.t01", "db.t10"}
+    some = stats("push:p*")
+    assert set(some["push"]) == {"p1", "p2"} and some["paimon_writes"] == {}
+    some = stats("db.t0*")
+    assert some["push"] == {} and set(some["paimon_writes"]) == {"db.t00", "db.t01"}
+    paged = cli("stats", "--limit", "2", "--format", "json", "--uri", uri)
+    assert set(json.loads(paged.stdout)["paimon_writes"]) == {"db.t00", "db.t01"}
+    assert "2 of 6 tables shown; the next page: --after paimon:db.t01" in paged.stderr
+    rest = stats("--after", "paimon:db.t01")
+    assert set(rest["paimon_writes"]) == {"db.t10"} and set(rest["push"]) == {"p1", "p2", "q1"}
