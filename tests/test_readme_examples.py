@@ -199,3 +199,67 @@ def test_the_javascript_and_raw_grpc_durable_writes_run_as_written(server):
         assert client.producer_state("db.demo", "js-1") == 9 and client.producer_state("db.demo", "py-1") == 9
     finally:
         client.close()
+
+
+@pytest.mark.timeout(300)
+def test_the_spark_block_runs_as_written(fp, client):
+    """README's "Spark" block in the test's Spark session, the README's URI pointed at the test's
+    server, over the tables it names: Paimon tables db.orders and db.users (primary key, its
+    changelog written), push table orders; its df.write lands in the push table."""
+    import pyarrow as pa
+
+    code = block("README.md", "## Spark\n", "python")
+    assert README_URI in code
+    client.create_table("db.orders", pa.schema([("id", pa.int64()), ("amount", pa.float64())]))
+    users = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("op", pa.string())])
+    client.create_table("db.users", users, primary_keys=["id"],
+                        options={"bucket": "1", "rowkind.field": "op", "changelog-producer": "input"})
+    client.register("orders", pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    exec(compile(code.replace(README_URI, client.uri), "README.md (Spark)", "exec"), {"spark": fp})
+    assert client.offsets("orders")["0"].next_seq >= 1  # df.write pushed its rows
+
+
+@pytest.mark.timeout(300)
+def test_the_tls_and_tokens_example_runs_with_its_placeholders_filled(tmp_path, fp):
+    """README's TLS + tokens example: `serve` with the certificate, key and --auth file it names (a
+    throwaway CA, on loopback and a free port), `flight_cli list` over grpc+tls with the token in
+    FLIGHT_PAIMON_TOKEN, then its Python lines (Client and a Spark read) with HOST filled in."""
+    import json
+
+    from flight_server.auth import token_sha256
+    from scripts.throwaway_ca import write_certs
+
+    script = block("README.md", "[`docs/protocol.md`](docs/protocol.md#security):\n")
+    python = block("README.md", script + "\n```\n", "python")
+    write_certs(tmp_path)
+    token = "readme-token"
+    (tmp_path / "auth.json").write_text(json.dumps({"principals": [{
+        "name": "ops", "token_sha256": token_sha256(token), "grants": [{"tables": "*", "allow": ["read", "write",
+                                                                                                 "admin"]}]}]}))
+    env = in_tmp_checkout(tmp_path)
+    serve, rest = script.split("\nexport ", 1)
+    serve = serve.replace("\\\n", " ").split("#")[0].replace("--host 0.0.0.0", "--host 127.0.0.1") + " --port 0"
+    server = subprocess.Popen(["bash", "-c", "exec " + serve], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, cwd=tmp_path, env=env)
+    try:
+        uri = re.search(r"grpc\+tls://[\d.]+:\d+", server.stdout.readline()).group(0)
+        host = uri.removeprefix("grpc+tls://")
+        client = Client(uri, token=token, tls_root_certs=str(tmp_path / "ca.pem"))
+        client.create_table("db.orders", __import__("producers.examples.events", fromlist=["SCHEMA"]).SCHEMA)
+        client.close()
+        rest = ("export " + rest).replace("FLIGHT_PAIMON_TOKEN=...", f"FLIGHT_PAIMON_TOKEN={token}")
+        done = run_block(rest.replace("HOST:8815", host), uri, tmp_path, env)
+        assert "paimon:db.orders" in done.stdout, done.stdout
+        import os
+
+        here = os.getcwd()
+        os.chdir(tmp_path)  # the example's ca.pem is relative
+        try:
+            scope = {"Client": Client, "token": token, "spark": fp}  # what the lines before it made
+            exec(compile(python.replace("HOST:8815", host), "README.md (TLS)", "exec"), scope)
+        finally:
+            os.chdir(here)
+        assert scope["client"].latest_snapshot("db.orders").snapshot_id is None
+    finally:
+        server.kill()
+        server.wait(10)
