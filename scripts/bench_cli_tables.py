@@ -87,7 +87,7 @@ def main() -> int:
     from tests.process import ServerProcess
 
     py, report = args.python, {"tables": args.tables, "python": args.python}
-    with tempfile.TemporaryDirectory() as tmp, ServerProcess(os.path.join(tmp, "wh")) as server:
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess(os.path.join(tmp, "wh"), stderr=subprocess.DEVNULL) as server:
         uri = ["--uri", server.uri]
         startup = {name: [] for name in ("--version", "list --help", "list (empty server)")}
         for _ in range(args.repeat):

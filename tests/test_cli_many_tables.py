@@ -137,3 +137,17 @@ def test_list_and_stats_filter_by_pattern_and_page_by_name(server_process):
     assert "2 of 6 tables shown; the next page: --after paimon:db.t01" in paged.stderr
     rest = stats("--after", "paimon:db.t01")
     assert set(rest["paimon_writes"]) == {"db.t10"} and set(rest["push"]) == {"p1", "p2", "q1"}
+
+
+@pytest.mark.timeout(240)
+def test_the_readme_many_tables_block_runs_as_written(server_process, tmp_path):
+    text = (ROOT / "README.md").read_text().split("<!-- readme-many-tables -->", 1)[1]
+    script = text.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**child_env(), "FLIGHT_PAIMON_URI": server_process.uri}, timeout=200)
+    assert done.returncode == 0, done.stderr
+    pages = [line.split("\t")[0] for line in done.stdout.splitlines() if line.startswith("paimon:")]
+    assert pages == ["paimon:db.m1", "paimon:db.m2", "paimon:db.m3", "paimon:db.m4"]  # two pages of two
+    assert "2 of 5 tables shown; the next page: --after paimon:db.m2" in done.stderr
+    assert listed(server_process.uri, "db.m5") == ["paimon:db.m5"]
