@@ -24,6 +24,18 @@ commits a second for each batch to be acked within a commit interval.
 With `--floor-procs N` the floor runs in N processes at once, each over its own tables (tables / N
 each), started together: what pypaimon alone commits a second on N cores, the ceiling for any
 server on this machine however its commits were spread over processes.
+
+`--idle-run N` measures what tables cost once they go quiet (issue 47 item 5): a server with its
+defaults (`--table-idle-timeout`, default 60 s, passed on) gets N append tables created, then each
+written once (one `--rows` batch by raw do_put, `--put-threads` at a time, each waiting for its
+ack), then left idle `--idle-seconds` (default 120). The server's threads (/proc/PID/status
+Threads) and RSS are read after the creates (before the writes), right after the writes, every
+`--sample-seconds` while idle, and at the end (also the RSS of its child processes, the
+compaction worker). `--created N --written M` creates N and writes M of them (e.g. 10,000 and
+2,000) and reports the same, and whether the server still answers `health`.
+
+       .venv/bin/python scripts/bench_tables.py --idle-run 1000 [--idle-seconds 120] [--table-idle-timeout "60 s"]
+       .venv/bin/python scripts/bench_tables.py --created 10000 --written 2000 --json F
 """
 
 from __future__ import annotations
@@ -208,6 +220,126 @@ def floor_procs(tables: int, rounds: int, rows: int, procs: int) -> dict:
             "per_process": outs}
 
 
+def proc_status(pid: int) -> dict:
+    """Threads and RSS (MiB) of a process, from /proc/PID/status."""
+    with open(f"/proc/{pid}/status") as f:
+        fields = dict(line.split(":", 1) for line in f if ":" in line)
+    return {"threads": int(fields["Threads"]), "rss_mib": round(int(fields["VmRSS"].split()[0]) / 1024, 1)}
+
+
+def children_rss_mib(pid: int) -> float:
+    """RSS (MiB) of the processes whose parent is `pid` (the compaction worker)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if ":" in line)
+            except OSError:  # ended meanwhile
+                continue
+            if int(fields["PPid"]) == pid:
+                total += int(fields.get("VmRSS", "0 kB").split()[0])
+    return round(total / 1024, 1)
+
+
+def sample(pid: int, start: float) -> dict:
+    return {"t_s": round(time.monotonic() - start, 1), **proc_status(pid), "children_rss_mib": children_rss_mib(pid)}
+
+
+def put_once(uri: str, table: str, batch) -> None:
+    """One batch into `table` by raw do_put (the end message names 1 batch); returns once acked."""
+    import pyarrow as pa
+    import pyarrow.flight as flight
+
+    from flight_server.wire import messages
+
+    client = flight.FlightClient(uri)
+    try:
+        writer, reader = client.do_put(flight.FlightDescriptor.for_path("paimon", table), batch.schema)
+        writer.write_batch(batch)
+        writer.write_metadata(pa.py_buffer(messages.end(1)))
+        writer.done_writing()
+        acks = 0
+        while reader.read() is not None:
+            acks += 1
+        writer.close()
+    finally:
+        client.close()
+    if acks != 1:
+        raise RuntimeError(f"{table}: {acks} acks of 1")
+
+
+def idle_run(created: int, written: int, rows: int, idle_s: float, idle_timeout: str, put_threads: int,
+             sample_s: float) -> dict:
+    """Tables created, some written once, then idle: the server's threads and RSS (module docstring)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench_ingest import SCHEMA, make_batches
+    from producers import Client
+    from tests.process import ServerProcess
+
+    batch = make_batches(rows, 1, seed=5)[0]
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="bench-tables-idle-") as tmp:
+        server = ServerProcess(os.path.join(tmp, "warehouse"), "--table-idle-timeout", idle_timeout,
+                               log_level="warning", stderr=open(os.path.join(tmp, "server.log"), "w"))
+        pid, start = server.proc.pid, time.monotonic()
+        client = Client(server.uri, timeout=120)
+        errors: list[str] = []
+        try:
+            started = sample(pid, start)
+            names = [f"bench.t{i:05d}" for i in range(created)]
+            for name in names:
+                client.create_table(name, SCHEMA, options={"bucket": "-1"})
+            created_s = time.monotonic() - start
+            before = sample(pid, start)
+
+            def put(name: str) -> None:
+                try:
+                    put_once(server.uri, name, batch)
+                except Exception as e:  # noqa: BLE001 - counted and reported in the JSON
+                    errors.append(f"{name}: {str(e).splitlines()[0][:200]}")
+
+            writes_at = time.monotonic()
+            with ThreadPoolExecutor(put_threads) as pool:
+                list(pool.map(put, names[:written]))
+            write_s = time.monotonic() - writes_at
+            after_writes = sample(pid, start)
+            idle: list[dict] = []
+            idle_from = time.monotonic()
+            while time.monotonic() - idle_from < idle_s:
+                time.sleep(min(sample_s, max(0.0, idle_s - (time.monotonic() - idle_from))))
+                idle.append(sample(pid, start))
+            up = server.proc.poll() is None and client.health().status == "serving"
+        finally:
+            client.close()
+            server.stop()
+    after_idle = idle[-1] if idle else after_writes
+    threads_delta = after_idle["threads"] - before["threads"]
+    rss_delta = round(after_idle["rss_mib"] - before["rss_mib"], 1)
+    return {"run": "idle", "tables_created": created, "tables_written": written, "rows_per_batch": rows,
+            "table_idle_timeout": idle_timeout, "idle_s": idle_s, "put_threads": put_threads,
+            "create_s": round(created_s, 1), "write_s": round(write_s, 1),
+            "acked": written - len(errors), "errors": len(errors), "first_errors": errors[:10], "server_up_at_end": up,
+            "server_started": started, "before_writes": before, "after_writes": after_writes,
+            "after_idle": after_idle, "idle_samples": idle,
+            "threads_after_idle_minus_before": threads_delta, "rss_mib_after_idle_minus_before": rss_delta,
+            "goal": f"after {idle_s:g} s idle: threads within 64 and RSS within 64 MiB of before the writes "
+                    "(issue 47: 1,000 tables, 2 min)",
+            "goal_met": abs(threads_delta) <= 64 and abs(rss_delta) <= 64, "uptime_at_start": load,
+            "uptime_at_end": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}
+
+
+def build() -> str:
+    """The checkout's commit, and whether flight_server has changes not committed."""
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode:
+        return "not a git checkout"
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "flight_server"], capture_output=True,
+                           text=True).stdout.strip()
+    return head.stdout.strip() + (" with uncommitted changes in flight_server/" if dirty else "")
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--role":
         role_producers(*sys.argv[2:])
@@ -222,8 +354,27 @@ def main() -> int:
     ap.add_argument("--floor", action="store_true", help="pypaimon alone: how many commits a second it makes")
     ap.add_argument("--rounds", type=int, default=5, help="--floor: commits into each table")
     ap.add_argument("--floor-procs", type=int, default=1, help="--floor: run it in this many processes at once")
+    ap.add_argument("--idle-run", type=int, metavar="N", help="create N tables, write each once, then idle")
+    ap.add_argument("--created", type=int, help="idle run: tables created (with --written)")
+    ap.add_argument("--written", type=int, help="idle run: of the created tables, written once each")
+    ap.add_argument("--idle-seconds", type=float, default=120, help="idle run: how long the tables stay idle")
+    ap.add_argument("--table-idle-timeout", default="60 s", help="idle run: the server's --table-idle-timeout")
+    ap.add_argument("--put-threads", type=int, default=32, help="idle run: do_puts at once")
+    ap.add_argument("--sample-seconds", type=float, default=10, help="idle run: read threads and RSS this often")
     args = ap.parse_args()
-    if args.floor and args.floor_procs > 1:
+    if args.idle_run is not None and (args.created is not None or args.written is not None):
+        ap.error("--idle-run N is --created N --written N: pass one or the other")
+    if (args.created is None) != (args.written is None):
+        ap.error("--created and --written go together")
+    if args.created is not None and not 0 <= args.written <= args.created:
+        ap.error(f"--written ({args.written}) must be between 0 and --created ({args.created})")
+    if args.idle_run is not None or args.created is not None:
+        created = args.idle_run if args.idle_run is not None else args.created
+        written = args.idle_run if args.idle_run is not None else args.written
+        result = idle_run(created, written, args.rows, args.idle_seconds, args.table_idle_timeout, args.put_threads,
+                          args.sample_seconds)
+        result["build"] = build()
+    elif args.floor and args.floor_procs > 1:
         result = floor_procs(args.tables, args.rounds, args.rows, args.floor_procs)
     elif args.floor:
         result = floor(args.tables, args.rounds, args.rows)
