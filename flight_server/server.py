@@ -23,7 +23,8 @@ from flight_server import actions
 from flight_server.auth import ADMIN, READ, WRITE, Access, AuthConfig
 from flight_server.status import install_clean_details, status_name, to_flight
 from flight_server.ingest.ingest import (
-    DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_IDLE_S, DEFAULT_WRITERS, Ingest,
+    COMMIT_THREADS, DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_IDLE_S, DEFAULT_WRITE_THREADS,
+    DEFAULT_WRITERS, Ingest,
 )
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
@@ -36,7 +37,7 @@ from flight_server.push.registry import PushRegistry
 from flight_server.source import Items, ReadPlan, Source
 from flight_server.tickets import DEFAULT_LIFETIME_MS, TicketCodec
 from flight_server.wire import actions as wire_actions
-from flight_server.wire import descriptors, messages, names
+from flight_server.wire import descriptors, listing, messages, names
 from flight_server.wire.errors import Cancelled, NotFound, Unimplemented
 from flight_server.wire.requests import PaimonRequest, PushTarget, WriteTarget
 from flight_server.wire.values import parse_json_object
@@ -136,7 +137,8 @@ class FlightPaimonServer(flight.FlightServerBase):
                  warehouse: str | None = None, metrics: bool = False,
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
                  write_threads: int = DEFAULT_WRITERS, maintenance_interval_ms: int = 1000,
-                 table_idle_ms: int = int(DEFAULT_IDLE_S * 1000),
+                 table_idle_ms: int = int(DEFAULT_IDLE_S * 1000), write_pool: int = DEFAULT_WRITE_THREADS,
+                 commit_threads: int = COMMIT_THREADS,
                  maintenance_workers: int = 1, auth: AuthConfig | None = None, streams: StreamSlots | None = None,
                  metrics_table_window_ms: int = int(DEFAULT_TABLE_WINDOW_S * 1000),
                  metrics_max_tables: int = DEFAULT_METRICS_MAX_TABLES,
@@ -144,7 +146,8 @@ class FlightPaimonServer(flight.FlightServerBase):
         """`ticket_lifetime_ms`: how long after planning a ticket is served; `warehouse_options`:
         pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
         `maintenance_workers`: processes compactions rewrite files in (0: the maintenance thread);
-        `table_idle_ms`: a table's durable-write committer (threads, writers) unused this long closes;
+        `table_idle_ms`: a table's durable-write committer (its writers) unused this long closes;
+        `write_pool`, `commit_threads`: the threads every table's durable writes and commits run on;
         `auth`: principals and grants (None: every caller may do everything); `streams`: the
         --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
         `metrics_table_window_ms`, `metrics_max_tables`: the tables /metrics has per-table series of.
@@ -160,7 +163,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.paimon = PaimonSource(warehouse, warehouse_options)
         self.sources: dict[str, Source] = {names.PUSH: self.pushed, names.PAIMON: self.paimon}
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads,
-                             table_idle_ms / 1000)
+                             table_idle_ms / 1000, write_pool, commit_threads)
         self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer,
                                      staged=self.ingest.staging.file_names,
                                      worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))
@@ -179,16 +182,24 @@ class FlightPaimonServer(flight.FlightServerBase):
     # -- discovery -----------------------------------------------------------------------
 
     def list_flights(self, context, criteria):
-        """Push tables and Paimon tables whose name starts with `criteria` (UTF-8; empty: all)."""
+        """Push tables and Paimon tables whose name starts with the criteria's prefix, or one page of
+        them by name (wire/listing.py): only the tables listed are planned."""
         with _call(self, "list_flights", context) as call:
-            prefix = criteria.decode("utf-8", "replace") if criteria else ""
-            readable = call.access.allows
-            infos = [self._info(call, flight.FlightDescriptor.for_path(*names.push_path(t.name)),
-                                self.pushed.plan(PushTarget(t.name)))
-                     for t in self.push.tables() if t.name.startswith(prefix) and readable(READ, t.name)]
-            if self.warehouse:
-                listed = self.paimon.tables(lambda name: name.startswith(prefix) and readable(READ, name))
-                infos += [info for t in listed if (info := self._paimon_summary(call, t)) is not None]
+            query = listing.parse(criteria)
+            prefix, readable = query.prefix, call.access.allows
+            push = [t.name for t in self.push.tables() if t.name.startswith(prefix) and readable(READ, t.name)]
+            paimon = [n for n in (self.paimon.table_names() if self.warehouse else [])
+                      if n.startswith(prefix) and readable(READ, n)]
+            if query.paged:
+                page = set(query.page([f"{names.PUSH}:{n}" for n in push] + [f"{names.PAIMON}:{n}" for n in paimon]))
+                push = [n for n in push if f"{names.PUSH}:{n}" in page]
+                paimon = [n for n in paimon if f"{names.PAIMON}:{n}" in page]
+            infos = [self._info(call, flight.FlightDescriptor.for_path(*names.push_path(name)),
+                                self.pushed.plan(PushTarget(name))) for name in push]
+            if paimon:
+                wanted = set(paimon)
+                infos += [info for t in self.paimon.tables(wanted.__contains__)
+                          if (info := self._paimon_summary(call, t)) is not None]
         yield from infos
 
     def get_schema(self, context, descriptor):

@@ -1,6 +1,7 @@
-"""Resources follow the active tables: a table's durable-write committer (its commit and writer
-threads, its writers) is closed once unused for the server's table idle timeout, and the table's
-next stream opens a new one, exactly-once unchanged (a real server on a loopback port, real
+"""Resources follow the active tables: every table's writes and commits run on the server's two
+bounded pools of threads; a table's durable-write committer (its writers, its lanes' pins) is
+closed once unused for the server's table idle timeout, and the table's next stream opens a new
+one, exactly-once unchanged (a real server on a loopback port, real
 pypaimon tables)."""
 
 from __future__ import annotations
@@ -19,18 +20,25 @@ pytestmark = pytest.mark.timeout(180)
 TABLES = 20
 
 
-def test_tables_written_once_give_their_threads_back_and_resume_exactly_once(warehouse):
-    server = RunningServer(warehouse, table_idle_ms=300)
+def test_tables_written_once_give_their_committers_back_on_bounded_threads_and_resume_exactly_once(warehouse):
+    before = set(threading.enumerate())
+    server = RunningServer(warehouse, table_idle_ms=300, write_pool=2, commit_threads=3)
     client = Client(server.uri, timeout=60)
     try:
         for i in range(TABLES):
             client.create_table(f"db.t{i}", SCHEMA, options=WRITE_ONLY)
-        def table_threads() -> list[str]:  # each committer's commit thread and writer threads
-            return sorted(t.name for t in threading.enumerate() if t.name.startswith(("commit-db.t", "write-db.t")))
+
+        def ingest_threads() -> list[str]:  # the server's writer and commit pools
+            return sorted(t.name for t in set(threading.enumerate()) - before if t.name.startswith(("commit-", "write-")))
+
+        assert ingest_threads() == ["commit-0", "commit-1", "commit-2", "write-0", "write-1"]
         for i in range(TABLES):
             send(client, f"db.t{i}", "p", [0, 1])
+        assert ingest_threads() == ["commit-0", "commit-1", "commit-2", "write-0", "write-1"], \
+            "the tables' writes and commits run on the server's pools, not threads of their own"
         wait_for(lambda: not client.stats().paimon_writes, "every idle table's committer to close", timeout=60)
-        wait_for(lambda: not table_threads(), lambda: f"the tables' threads to end (left: {table_threads()})",
+        pins = server.server.ingest.writer_pool
+        wait_for(lambda: pins.pinned() == 0, lambda: f"the closed committers' lanes to unpin ({pins.pinned()} left)",
                  timeout=60)
         # The table's next stream opens a new committer, which reads the producer map from the table.
         assert client.producer_state("db.t3", "p") == 1

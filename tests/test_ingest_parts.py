@@ -69,36 +69,81 @@ def test_a_chore_hands_its_result_or_its_error_to_the_thread_that_asked():
         failed.outcome()
 
 
-def test_the_commit_gate_holds_its_slots_and_hands_each_freed_one_to_the_longest_waiter():
-    from flight_server.ingest.gate import CommitGate
+def test_the_commit_pool_runs_due_jobs_first_come_first_served_one_step_at_a_time_and_at_their_time():
+    from flight_server.ingest.commit_pool import CommitPool
 
-    gate = CommitGate(2)
-    order, entered = [], threading.Event()
-    gate.__enter__()
-    gate.__enter__()  # both slots held
+    pool = CommitPool(1)
+    ran: list[str] = []
+    gate, started = threading.Event(), threading.Event()
 
-    def waiter(i: int) -> None:
-        with gate:
-            order.append(i)
-            entered.set()
+    class Job:
+        def __init__(self, name, delays):
+            self.name, self.delays, self.running = name, list(delays), 0
 
-    threads = []
-    for i in range(3):
-        t = threading.Thread(target=waiter, args=(i,))
-        t.start()
-        threads.append(t)
+        def step(self):
+            self.running += 1
+            assert self.running == 1, "a job never runs on two threads at once"
+            ran.append(self.name)
+            if self.name == "blocker":
+                started.set()
+                assert gate.wait(30)
+            self.running -= 1
+            return self.delays.pop(0) if self.delays else None
+
+    try:
+        blocker, a, b, c = Job("blocker", []), Job("a", [0]), Job("b", []), Job("c", [0.2])
+        pool.wake(blocker)
+        assert started.wait(30)
+        for job in (a, b, c, a):  # a woken twice while waiting: once in the queue
+            pool.wake(job)
+        assert pool.waiting() == 3
+        gate.set()
         deadline = time.monotonic() + 30
-        while gate.waiting() != i + 1:  # queued in this order
-            assert time.monotonic() < deadline, "a waiter never queued"
-            time.sleep(0.001)
-    assert order == [] and not entered.is_set(), "no slot was free"
-    gate.__exit__(None, None, None)  # one slot: each waiter hands it to the next as it leaves
-    for t in threads:
-        t.join(30)
-    assert order == [0, 1, 2], "first come, first served"
-    assert gate.waiting() == 0
-    gate.__exit__(None, None, None)
-    with gate, gate:  # both slots free again
-        assert gate.waiting() == 0
-    with pytest.raises(ValueError, match="at least one slot"):
-        CommitGate(0)
+        while ran.count("c") < 2:  # c asked to run again 0.2 s later
+            assert time.monotonic() < deadline, f"c never ran again: {ran}"
+            time.sleep(0.01)
+        assert ran[:6] == ["blocker", "a", "b", "c", "a", "c"], "in the order they fell due; a's 0 runs it again at once"
+        pool.wake(b)
+        while ran.count("b") < 2:
+            assert time.monotonic() < deadline, f"b was not run again when woken: {ran}"
+            time.sleep(0.01)
+    finally:
+        gate.set()
+        pool.stop()
+        assert pool.join(30)
+    with pytest.raises(ValueError, match="at least one thread"):
+        CommitPool(0)
+
+
+def test_the_writer_pool_pins_lanes_to_its_least_loaded_threads_and_serves_each_on_its_own():
+    from flight_server.ingest.writer_pool import WriterPool
+
+    pool = WriterPool(2)
+    try:
+        assert sorted(pool.pin(2)) == [0, 1], "one table's lanes on distinct threads"
+        assert len(pool.pin(3)) == 3
+        served: dict[str, set[str]] = {}
+        done = threading.Event()
+
+        class Lane:
+            def __init__(self, name, times):
+                self.name, self.times = name, times
+
+            def serve(self):
+                served.setdefault(self.name, set()).add(threading.current_thread().name)
+                self.times -= 1
+                if self.name == "y" and self.times == 0:
+                    done.set()
+                return self.times > 0
+
+        pool.kick(0, Lane("x", 5))
+        pool.kick(1, Lane("y", 5))
+        assert done.wait(30)
+        deadline = time.monotonic() + 30
+        while len(served) < 2 or "x" not in served:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert served["y"] == {"write-1"}, "a lane is served on its pinned thread only"
+    finally:
+        pool.stop()
+        assert pool.join(30)

@@ -135,9 +135,12 @@ def cmd_serve(args) -> int:
     key = os.environ.get("FLIGHT_PAIMON_TICKET_KEY", "").encode() or None
     if args.maintenance_interval_ms < 1:
         raise CliError(f"--maintenance-interval-ms ({args.maintenance_interval_ms}) must be at least 1.")
-    if args.commit_interval_ms < 1 or args.commit_bytes < 1 or (args.write_threads or 1) < 1:
-        raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}), --commit-bytes ({args.commit_bytes}) and "
-                       f"--write-threads ({args.write_threads}) must be positive.")
+    threads = {"write_threads": args.write_threads, "write_pool": args.write_pool_threads,
+               "commit_threads": args.commit_threads}  # unset: the server's defaults
+    if args.commit_interval_ms < 1 or args.commit_bytes < 1 or min(n or 1 for n in threads.values()) < 1:
+        raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}), --commit-bytes ({args.commit_bytes}), "
+                       f"--write-threads ({args.write_threads}), --write-pool-threads ({args.write_pool_threads}) "
+                       f"and --commit-threads ({args.commit_threads}) must be positive.")
     remote = "://" in args.warehouse  # an object store (s3://...): pypaimon's filesystem options apply
     if not remote:
         _local_warehouse(args.warehouse)
@@ -150,7 +153,7 @@ def cmd_serve(args) -> int:
                                     ticket_key=key, ticket_lifetime_ms=args.ticket_lifetime,
                                     warehouse=args.warehouse, metrics=args.metrics_port is not None,
                                     commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes,
-                                    **({} if args.write_threads is None else {"write_threads": args.write_threads}),
+                                    **{k: n for k, n in threads.items() if n is not None},
                                     maintenance_interval_ms=args.maintenance_interval_ms,
                                     table_idle_ms=args.table_idle_timeout,
                                     maintenance_workers=args.maintenance_workers,

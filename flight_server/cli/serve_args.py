@@ -46,8 +46,15 @@ def add_serve_arguments(p) -> None:
     p.add_argument("--write-threads", type=int,
                    help="durable writes: threads that encode an append table's (bucket -1) batches in parallel "
                         "(unset: half the CPU count, 1 to 8); a table with primary keys or fixed buckets takes one")
+    p.add_argument("--write-pool-threads", type=int,
+                   help="durable writes: the threads every table's writes run on (each table's writer pinned to "
+                        "one), so threads do not grow with tables (default: the CPU count, 2 to 16; at least "
+                        "--write-threads)")
+    p.add_argument("--commit-threads", type=int,
+                   help="durable writes: the threads that run every table's group commits, in the order the "
+                        "tables' commits fell due: how many tables commit at once (default 4)")
     p.add_argument("--table-idle-timeout", type=a.duration_ms, default="1 min",
-                   help="durable writes: a table's committer (its commit and writer threads, its writers) unused "
+                   help="durable writes: a table's committer (its writers and what they hold, its producer map) unused "
                         "this long is closed, so resources follow the active tables; its next stream opens a new "
                         "one, reading the producer map from the table (Paimon's durations: 30 s, 5 min)")
     p.add_argument("--maintenance-interval-ms", type=int, default=1000,

@@ -1,15 +1,17 @@
 """Group commits: the batches of every producer stream of one Paimon table, one snapshot at a time.
 
-Streams `submit` batches into one queue. Writer threads take them off it a chunk at a time
+Streams `submit` batches into one queue. Writer lanes take them off it a chunk at a time
 (64k rows or 8 MiB, coalesced into one Arrow batch: pypaimon's per-call work and a thread's
 wake-up are paid per chunk, not per producer batch; a seal takes the rest) and write them with
 pypaimon's native (Rust) writer, which encodes Parquet without the GIL. Where Paimon lets
-several writers share a bucket (append tables with bucket -1) each writer thread has its own writer; a table that routes rows to
+several writers share a bucket (append tables with bucket -1) each lane has its own writer; a table that routes rows to
 buckets (primary keys, fixed buckets) has one, as Java Paimon writes a bucket through one writer.
 
-The commit thread seals what is written at most every `interval_s` (sooner once `commit_bytes`
-are received): the writers write what is queued, pause, each prepares its files, and
-they go on writing while the commit thread commits the files as one snapshot whose properties
+Neither has threads of its own: the server's writer pool (ingest/writer_pool.py) runs the
+writer lanes, each pinned to one of its threads, and its commit pool (ingest/commit_pool.py) runs
+the committer's `step` when it is due. A step seals what is written at most every `interval_s`
+(sooner once `commit_bytes` are received): the writers write what is queued, pause, each prepares
+its files, and they go on writing while the step commits the files as one snapshot whose properties
 carry the named producers' last seqs (`ProducerSeqs`). Only then does each batch's stream get
 its ack `(seq, snapshot)`. Batches are taken from the queue in order and a seal waits for every
 write in progress, so a commit holds a prefix of every stream: the seqs it records are exact.
@@ -20,10 +22,11 @@ Memory and latency are bounded the same way: `submit` blocks (gRPC flow control 
 producer) while `queue_bytes` wait for a writer, so what a server holds for a table is that
 queue, one coalesced batch per writer, and the files being written since the last commit.
 
-This module is the commit loop, its recovery and staged jobs' commits; the parts it is made of
+This module is the commit step, its recovery and staged jobs' commits; the parts it is made of
 each own one job: `batch_queue` (the bounded queue, when a commit is due), `fence` (each named
-producer's writing stream and batches in flight), `lanes` (the writer threads), `chores` (what
-runs between group commits), `trim` (when freed memory goes back), `write_stream` (a stream's acks).
+producer's writing stream and batches in flight), `lanes` (the writer lanes), `chores` (what
+runs between group commits), `trim` (when freed memory goes back), `write_stream` (a stream's
+acks), `commit_pool` and `writer_pool` (the server's threads that run them).
 """
 
 from __future__ import annotations
@@ -39,13 +42,14 @@ import structlog
 
 from flight_server.ingest.batch_queue import BatchQueue, CommitPolicy, default_queue_bytes
 from flight_server.ingest.chores import Chore
+from flight_server.ingest.commit_pool import CommitPool
 from flight_server.ingest.evolve import evolve
 from flight_server.ingest.fence import ProducerFence
-from flight_server.ingest.gate import CommitGate
 from flight_server.ingest.lanes import WriterLanes, close_quietly
 from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.ingest.trim import TrimPolicy
 from flight_server.ingest.write_stream import END, WriteStream
+from flight_server.ingest.writer_pool import WriterPool
 from flight_server.paimon import compat
 from flight_server.wire import allocator
 from flight_server.wire.errors import (
@@ -56,10 +60,10 @@ log = structlog.get_logger(__name__)
 
 __all__ = ["DEFAULT_WRITERS", "SETTLE_TIMEOUT_S", "TableCommitter"]
 
-DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # the other half receives, acks and maintains
+DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # lanes of a bucket -1 table: the other half receives, acks and maintains
 EXCLUSIVE_ATTEMPTS = 3  # group commits tried before a staged job's commit gives up (they keep failing)
 STAGED_ROWS_TIMEOUT_S = 3600.0  # how long a staged job's commit may take to write its rows (commit_rows)
-SCHEMA_CHECK_S = 1.0  # how often the commit thread looks for a newer schema (an ALTER by anyone)
+SCHEMA_CHECK_S = 1.0  # how often its commit step looks for a newer schema (an ALTER by anyone)
 SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
 
 
@@ -76,13 +80,13 @@ class _Pending:
 class TableCommitter:
     """The one committer of a Paimon table on this server."""
 
-    def __init__(self, name: str, table, interval_s: float, commit_bytes: int, on_commit=None,
-                 writers: int = DEFAULT_WRITERS, queue_bytes: int | None = None, gate: CommitGate | None = None,
-                 reload=None):
-        """`gate`: the slots this server's tables commit through (one of its own when None);
+    def __init__(self, name: str, table, interval_s: float, commit_bytes: int, *, writer_pool: WriterPool,
+                 commit_pool: CommitPool, on_commit=None, writers: int = DEFAULT_WRITERS,
+                 queue_bytes: int | None = None, reload=None):
+        """`writer_pool`, `commit_pool`: the server's threads its writes and commits run on;
         `reload()`: the table afresh (its newest schema), for an ALTER found between commits."""
         self.name = name
-        self._gate = gate or CommitGate()
+        self._pool = commit_pool
         self.table, self.identity = table, compat.table_identity(table)
         self.columns = compat.columns_of(table)  # the schema it writes with (adopt: a newer one)
         self._reload = reload
@@ -95,35 +99,32 @@ class TableCommitter:
         self.producers = ProducerSeqs(table)
         self._on_commit = on_commit  # (table, rows, Arrow bytes, seconds, data file bytes) after each commit
         lock = threading.Lock()
-        self._cond = threading.Condition(lock)  # the rest: the commit thread, finishing and opening streams
-        self._work = threading.Condition(lock)  # writer threads wait here for batches, seals, resets
+        self._cond = threading.Condition(lock)  # the rest: the commit step, finishing and opening streams
         self._space = threading.Condition(lock)  # submitters wait here for room in the queue
         self._queue = BatchQueue(self.queue_bytes)  # _Pending batches waiting for a writer, in order
         self._order = 0
         self._flush_to: int | None = None  # a seal is coming: writers take what is queued up to this order
         self._written: list[_Pending] = []  # written since the last seal
         self._written_bytes = 0
-        self._sealing = False  # the commit thread is taking what is written: writers wait
+        self._sealing = False  # a commit step is taking what is written: writers wait
         self._broken: BaseException | None = None  # a write failed: the writers' state is unknown
         self._inflight: list[_Pending] = []  # sealed, being committed
         self._fence: ProducerFence[WriteStream] = ProducerFence()  # each named producer's stream and batches in flight
         self._streams: set[WriteStream] = set()  # open streams
         self._closed: str | None = None
+        self._stopped = False  # closed, and its last step ran: it commits nothing more
         self._builder = self._commit = None
         self._landed: dict[int, int] = {}  # commit identifier -> the snapshot pypaimon made of it (compat.landed_snapshots)
         self._ident = 0
         self._last_start = 0.0
         self._trim = TrimPolicy()
-        self._chores: list[Chore] = []  # run on this thread between group commits (compaction commits)
+        self._chores: list[Chore] = []  # run by its step between group commits (compaction and staged commits)
         self._chores_run, self._chore_ms_max = 0, 0.0  # how long a chore held the next group commit back
-        self._commit_cpu_s = 0.0  # the commit thread's CPU time in group commits
+        self._commit_cpu_s = 0.0  # its steps' CPU time in group commits
         self._attempt: tuple[dict[str, int], dict[str, int]] = ({}, {})  # the commit in flight's updates, firsts
-        self.writers = writers if compat.shares_buckets(table) else 1
-        self.lock, self.work, self.space = self._cond, self._work, self._space  # for the writer threads (lanes.Host)
-        self._lanes = WriterLanes(self, self.writers)
-        self._thread = threading.Thread(target=self._run, name=f"commit-{name}", daemon=True)
-        self._lanes.start()
-        self._thread.start()
+        self.writers = min(writers, writer_pool.size) if compat.shares_buckets(table) else 1
+        self.lock, self.space = self._cond, self._space  # for the writer lanes (lanes.Host)
+        self._lanes = WriterLanes(self, self.writers, writer_pool)
 
     # -- the streams' side ---------------------------------------------------------------
 
@@ -181,9 +182,9 @@ class TableCommitter:
             self._queue.append(_Pending(stream, seq, self._order, batch, nbytes, batch.num_rows))
             stream.outstanding += 1
             if self.takeable():
-                self._work.notify()  # one writer thread, once a chunk is queued
+                self._lanes.kick()  # a chunk is queued
             if self.policy.crossed(before, nbytes):
-                self._cond.notify_all()  # the commit thread: a group starts, or is big enough to commit early
+                self._pool.wake(self)  # a group starts, or is big enough to commit early
 
     def finish(self, stream: WriteStream, cancelled) -> None:
         """Wait until every batch of the stream is acked; raises the stream's error if it failed."""
@@ -212,7 +213,7 @@ class TableCommitter:
         return len(dropped)
 
     def close(self, reason: str) -> None:
-        """Fail every open stream; the threads stop after the commit in flight (not waited for:
+        """Fail every open stream; it stops after the commit in flight (not waited for:
         a server that exits meanwhile is a server killed mid-commit, which loses nothing acked)."""
         with self._cond:
             self._closed = reason
@@ -230,7 +231,7 @@ class TableCommitter:
             self._exclusive_chore(lambda: self._swap(table), timeout)
 
     def _swap(self, table) -> None:
-        """(The commit thread, every writer paused and dropped, nothing uncommitted.)"""
+        """(Its commit step, every writer paused and dropped, nothing uncommitted.)"""
         fresh = compat.columns_of(table)
         with self._cond:
             if fresh.schema_id <= self.columns.schema_id:
@@ -248,7 +249,7 @@ class TableCommitter:
         close_quietly(commit, self.name)
 
     def _follow_schema(self) -> None:
-        """(The commit thread, after a group commit.) At most once a second: an ALTER by anyone
+        """(Its commit step, after a group commit.) At most once a second: an ALTER by anyone
         (another server, a Paimon job, pypaimon) is adopted before the next commit."""
         now = time.monotonic()
         if self._reload is None or now - self._schema_checked < SCHEMA_CHECK_S:
@@ -266,7 +267,7 @@ class TableCommitter:
     def retire_if_idle(self, idle_s: float, now: float) -> bool:
         """Close the committer when nothing of it is in use and nothing happened for `idle_s`
         seconds: no open stream, nothing queued, written or committing, no chore waiting. Its
-        threads then end (closing their writers); the table's next stream gets a new committer,
+        lanes then close their writers; the table's next stream gets a new committer,
         which reads the producer map and the table's identity from the table again."""
         with self._cond:
             busy = self._streams or self._queue or self._written or self._inflight or self._chores
@@ -284,14 +285,14 @@ class TableCommitter:
             self._cond.wait_for(lambda: self._fence.settled(producer) or self._closed is not None, timeout)
 
     def between_commits(self, fn, timeout: float):
-        """Run `fn()` on the committer thread between two group commits and return its result (or
+        """Run `fn()` in the committer's step between two group commits and return its result (or
         raise its error): a compaction's commit then never races this server's own commits, whose
         optimistic retries back off exponentially (as Java Paimon's writer commits its compactions)."""
         chore = Chore(fn)
         with self._cond:
             self._check_open()
             self._chores.append(chore)
-            self._cond.notify_all()
+            self._pool.wake(self)
         if not chore.done.wait(timeout):
             raise TimeoutError(f"the committer of Paimon table {self.name!r} did not run a compaction's commit "
                                f"within {timeout} s")
@@ -319,7 +320,7 @@ class TableCommitter:
                 if self._builder is None:
                     self._builder = self._table.new_stream_write_builder()
                 builder = self._builder
-            writer, messages = builder.new_write(), []  # made, used and closed on this thread
+            writer, messages = builder.new_write(), []  # made, used and closed on this (commit pool) thread
             try:
                 wrote = False
                 for batch, columns in batches():
@@ -344,7 +345,7 @@ class TableCommitter:
 
     def _commit_prepared(self, messages: list, producer: str | None, seq: int | None,
                          extra: dict[str, str] | None = None) -> tuple[int | None, bool]:
-        """(The commit thread, writers paused.) `messages` as one snapshot with the producer's seq
+        """(Its commit step, writers paused.) `messages` as one snapshot with the producer's seq
         and the `extra` properties."""
         self._check_open()  # a table dropped meanwhile: never commit into its deleted directory
         if self._already(producer, seq):
@@ -375,7 +376,7 @@ class TableCommitter:
         with self._cond:
             self._check_open()
             self._chores.append(chore)
-            self._cond.notify_all()
+            self._pool.wake(self)
         if not chore.done.wait(timeout):
             with self._cond:
                 withdrawn = chore in self._chores
@@ -395,16 +396,16 @@ class TableCommitter:
 
     @property
     def is_running(self) -> bool:
-        """Whether one of its threads still runs (a closed committer's commit may still be landing)."""
-        return any(t.is_alive() for t in (self._thread, *self._lanes.threads))
+        """Whether its last step or a lane's closing is still to come (a closed committer's commit
+        may still be landing)."""
+        with self._cond:
+            return not (self._stopped and self._lanes.finished())
 
     def join(self, timeout: float) -> bool:
-        """Wait (at most `timeout` s) for the threads to stop: after `close`, once the writes and
-        the commit in flight landed. False if one outlived the bound."""
-        deadline = time.monotonic() + timeout
-        for t in (self._thread, *self._lanes.threads):
-            t.join(max(0.0, deadline - time.monotonic()))
-        return not self.is_running
+        """Wait (at most `timeout` s) until, after `close`, the write and the commit in flight
+        landed and every lane closed its writer. False if that outlived the bound."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._stopped and self._lanes.finished(), timeout)
 
     def stats(self) -> dict:
         """What `stats` shows of the table's durable writes on this server."""
@@ -418,8 +419,10 @@ class TableCommitter:
 
     def _notify_everyone(self) -> None:
         """(Holding the lock.) Wake every waiter: for what is rare (a failure, a close, a drop)."""
-        for condition in (self._cond, self._work, self._space):
+        for condition in (self._cond, self._space):
             condition.notify_all()
+        self._lanes.kick()
+        self._pool.wake(self)
 
     def _check_open(self) -> None:
         if self._closed is not None:
@@ -448,22 +451,23 @@ class TableCommitter:
         self._drop_queued(stream)
         self._notify_everyone()
 
-    # -- the writer threads' side (lanes.Host, holding the lock) ------------------------------
+    # -- the writer lanes' side (lanes.Host, holding the lock) ------------------------------
 
     def closed(self) -> bool:
         return self._closed is not None
 
     def wrote(self, chunk: list[_Pending], error: BaseException | None) -> None:
-        """A writer thread wrote `chunk` (or failed to: `error`)."""
+        """A writer lane wrote `chunk` (or failed to: `error`)."""
         self._written.extend(chunk)
         self._written_bytes += sum(p.nbytes for p in chunk)
         if error is not None:
             self.broke(error)
 
     def broke(self, error: BaseException) -> None:
-        """A write or prepare failed: the writers' state is unknown until the commit thread fails the group."""
+        """A write or prepare failed: the writers' state is unknown until its commit step fails the group."""
         if self._broken is None:
             self._broken = error
+            self._pool.wake(self)  # its step fails the group
 
     def commit_identifier(self) -> int:
         return self._ident
@@ -488,43 +492,43 @@ class TableCommitter:
                 self._fence.taken(p.stream.producer)
         return chunk
 
-    # -- the commit thread ---------------------------------------------------------------
+    # -- the commit step -----------------------------------------------------------------
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._written or self._queue or self._closed is not None or self._chores
-                                    or self._broken)
-                chores, self._chores = self._chores, []
-                if self._closed is not None:
-                    for chore in chores:
-                        chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
-                    return
-            for chore in chores:  # between group commits: at most one commit interval late
-                start = time.perf_counter()
-                if chore.exclusive:
-                    self._exclusive(chore)
-                else:
-                    chore.run()
-                self._chores_run += 1
-                self._chore_ms_max = max(self._chore_ms_max, (time.perf_counter() - start) * 1000)
-            with self._cond:
-                if not self._written and not self._queue and self._broken is None:
-                    continue
-                while self._closed is None and self._broken is None:
-                    left = self.policy.wait_s(self._written_bytes + self._queue.bytes,
-                                              time.monotonic() - self._last_start)
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-            with self._gate:  # this server's tables take turns (ingest/gate.py)
-                if self._closed is not None:  # stopped or dropped while it waited: no commit after a drop's delete
-                    continue
-                self._group_commit()
-            self._follow_schema()
+    def step(self) -> float | None:
+        """(A commit pool thread: commit_pool.Job.) Run the chores asked for, then the group commit
+        once it is due; returns seconds until the next one is due, or None when there is nothing
+        to do until woken (or the committer closed: then it commits nothing more)."""
+        with self._cond:
+            chores, self._chores = self._chores, []
+            if self._closed is not None:
+                for chore in chores:
+                    chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
+                self._stopped = True
+                self._cond.notify_all()
+                return None
+        for chore in chores:  # between group commits: at most one commit interval late
+            start = time.perf_counter()
+            if chore.exclusive:
+                self._exclusive(chore)
+            else:
+                chore.run()
+            self._chores_run += 1
+            self._chore_ms_max = max(self._chore_ms_max, (time.perf_counter() - start) * 1000)
+        with self._cond:
+            if self._closed is not None:
+                return 0  # its next step stops it: no commit after a drop's delete
+            if not self._written and not self._queue and self._broken is None:
+                return None
+            if self._broken is None:
+                left = self.policy.wait_s(self._written_bytes + self._queue.bytes, time.monotonic() - self._last_start)
+                if left > 0:
+                    return left
+        self._group_commit()
+        self._follow_schema()
+        return 0  # the next step looks again: batches queued meanwhile, or nothing
 
     def _group_commit(self, hold: bool = False) -> None:
-        """(The commit thread.) Seal what is queued and written now and commit it; with `hold`, the
+        """(Its commit step.) Seal what is queued and written now and commit it; with `hold`, the
         writers stay paused after a commit that landed."""
         with self._cond:
             self._last_start = time.monotonic()  # the interval runs from seal to seal: a seal's wait
@@ -552,7 +556,7 @@ class TableCommitter:
                     return
                 if attempt == EXCLUSIVE_ATTEMPTS:  # the group commits before it keep failing (a full disk)
                     self._sealing = False
-                    self._work.notify_all()
+                    self._lanes.kick()
                     chore.fail(Unavailable(f"Paimon table {self.name!r}: the group commits before a staged job's "
                                            "commit kept failing; nothing of the job was committed, commit it again."))
                     return
@@ -583,7 +587,7 @@ class TableCommitter:
         messages, and the error of a write or prepare that failed. The writers stay paused until
         `_unseal`."""
         self._flush_to = self._order
-        self._work.notify_all()
+        self._lanes.kick()
         self._cond.wait_for(lambda: self._closed is not None or self._lanes.writing == 0 and (
             self._broken is not None or not self._queue or self._queue.first_order() > self._flush_to))
         self._flush_to, self._sealing = None, True
@@ -602,7 +606,7 @@ class TableCommitter:
     def _unseal(self) -> None:
         with self._cond:
             self._sealing = False
-            self._work.notify_all()
+            self._lanes.kick()
 
     def _commit_group(self, group: list[_Pending], messages: list, broken: BaseException | None,
                       hold: bool = False) -> None:

@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import structlog
 
+from flight_server.ingest.commit_pool import COMMIT_THREADS, CommitPool
 from flight_server.ingest.committer import DEFAULT_WRITERS, SETTLE_TIMEOUT_S, TableCommitter
 from flight_server.ingest.write_stream import END, WriteStream
 from flight_server.ingest.conform import Conformer
-from flight_server.ingest.gate import CommitGate
+from flight_server.ingest.writer_pool import DEFAULT_WRITE_THREADS, WriterPool
 from flight_server.ingest.staging import Staging
 from flight_server.paimon import compat
 from flight_server.paimon.warehouse import PaimonSource
@@ -34,26 +35,34 @@ Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
 
 DEFAULT_COMMIT_INTERVAL_MS = 100
 DEFAULT_COMMIT_BYTES = 64 << 20
-DEFAULT_IDLE_S = 60.0  # a table's committer (its threads and writers) is closed after this long unused
+DEFAULT_IDLE_S = 60.0  # a table's committer (its writers, its lanes' pins) is closed after this long unused
 OPEN_ATTEMPTS = 3  # a stream that met its committer being evicted takes the table's next one
 EARLIER_COMMITTED = "the stream's earlier batches are committed and acked before this error"
-__all__ = ["DEFAULT_COMMIT_BYTES", "DEFAULT_COMMIT_INTERVAL_MS", "DEFAULT_IDLE_S", "DEFAULT_WRITERS", "Ingest"]
+__all__ = ["COMMIT_THREADS", "DEFAULT_COMMIT_BYTES", "DEFAULT_COMMIT_INTERVAL_MS", "DEFAULT_IDLE_S",
+           "DEFAULT_WRITERS", "DEFAULT_WRITE_THREADS", "Ingest"]
 
 
 class Ingest:
-    """The durable writes of one server: a committer per Paimon table written to."""
+    """The durable writes of one server: a committer per Paimon table written to, all of them
+    run by two bounded pools of threads (a server's threads do not grow with its tables)."""
 
     def __init__(self, paimon: PaimonSource, commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS,
                  commit_bytes: int = DEFAULT_COMMIT_BYTES, on_commit=None, writers: int = DEFAULT_WRITERS,
-                 idle_s: float = DEFAULT_IDLE_S):
-        """`idle_s`: a table's committer unused this long is closed (its threads end; the table's
-        next stream makes a new one, which reads the producer map from the table)."""
+                 idle_s: float = DEFAULT_IDLE_S, write_pool: int = DEFAULT_WRITE_THREADS,
+                 commit_threads: int = COMMIT_THREADS):
+        """`writers`: the writer lanes of an append table with bucket -1 (others have one);
+        `write_pool`: the threads every table's lanes are pinned to (at least `writers`, so one
+        table's lanes write in parallel); `commit_threads`: the threads that run the tables' group
+        commits (how many commit at once); `idle_s`: a table's committer unused this long is closed
+        (its writers close; the table's next stream makes a new one, which reads the producer map
+        from the table)."""
         self.paimon, self.idle_s = paimon, idle_s
         self.interval_s, self.commit_bytes, self.writers = commit_interval_ms / 1000, commit_bytes, writers
         self._on_commit = on_commit
         self._lock = threading.Lock()
         self._committers: dict[str, TableCommitter] = {}
-        self._gate = CommitGate()  # the tables take turns to commit (ingest/gate.py)
+        self.writer_pool = WriterPool(max(write_pool, writers))
+        self.commit_pool = CommitPool(commit_threads)  # the tables take turns to commit, FIFO
         self._retired: list[TableCommitter] = []  # replaced by a table created again: joined at close
         self._closed: str | None = None
         self.staging = Staging(paimon.table, self.committer)
@@ -113,8 +122,9 @@ class Ingest:
                     stale, made = current, None
                     break
             # made outside the lock: it reads the table (its producer map)
-            made = TableCommitter(name, table, self.interval_s, self.commit_bytes, self._on_commit, self.writers,
-                                  gate=self._gate, reload=lambda: self.paimon.table(name))
+            made = TableCommitter(name, table, self.interval_s, self.commit_bytes, writer_pool=self.writer_pool,
+                                  commit_pool=self.commit_pool, on_commit=self._on_commit, writers=self.writers,
+                                  reload=lambda: self.paimon.table(name))
         if made is not None:  # another stream made the table's committer meanwhile
             made.close("not needed: another stream made the table's committer first")
             with self._lock:
@@ -158,13 +168,18 @@ class Ingest:
             c.close(reason)
 
     def join(self, timeout: float) -> bool:
-        """After `close`: wait (at most `timeout` s in all) for every committer's threads to stop,
-        once the writes and commits in flight landed; False if one outlived the bound."""
+        """After `close`: wait (at most `timeout` s in all) for every committer to stop, once the
+        writes and commits in flight landed, then for the pools' threads; False if one outlived
+        the bound."""
         deadline = time.monotonic() + timeout
         self._janitor.join(max(0.0, deadline - time.monotonic()))  # `close` stopped it
         with self._lock:
             committers = [*self._committers.values(), *self._retired]
         stopped = all([c.join(max(0.0, deadline - time.monotonic())) for c in committers])
+        self.commit_pool.stop()
+        self.writer_pool.stop()
+        stopped = self.commit_pool.join(max(0.0, deadline - time.monotonic())) and stopped
+        stopped = self.writer_pool.join(max(0.0, deadline - time.monotonic())) and stopped
         with self._lock:
             current = list(self._committers.values())  # not a retired one: its table was created again
         for c in current:  # the last commits' seqs recorded beside the snapshots (ingest/seqs.py)

@@ -1,11 +1,13 @@
-"""A table's writer threads: each owns one pypaimon writer, which only it may touch (pypaimon-rust's
-writers are bound to the thread that made them). A writer is made on first use, prepared at
-each seal and closed after a failure.
+"""A table's writer lanes: each owns one pypaimon writer, which only its thread may touch
+(pypaimon-rust's writers are bound to the thread that made them): a lane is pinned to one thread
+of the server's writer pool (ingest/writer_pool.py) for its life. A writer is made on first use,
+prepared at each seal and closed after a failure.
 
-The threads serve their committer (ingest/committer.py), under its lock: they take chunks off its
+The lanes serve their committer (ingest/committer.py), under its lock: they take chunks off its
 queue (`host.take`), write them without the lock (Parquet encoding in Rust, mostly without the
-GIL), and hand back what they wrote (`host.wrote`). The commit thread asks every thread at once
-to prepare its files or to drop its writer (`ask`), and waits until each has.
+GIL), and hand back what they wrote (`host.wrote`). The committer `kick`s its lanes when they may
+have work; its commit asks every lane at once to prepare its files or to drop its writer (`ask`),
+and waits until each has.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Protocol
 import pyarrow as pa
 import structlog
 
+from flight_server.ingest.writer_pool import WriterPool
+
 log = structlog.get_logger(__name__)
 
 
@@ -26,6 +30,8 @@ class Lane:
     def __init__(self, index: int):
         self.index = index
         self.writer = None
+        self.slot = 0  # its thread in the writer pool
+        self.finished = False  # its committer closed and its writer is closed
         self.dirty = False  # written to since the last seal
         self.messages: list = []  # its commit messages of the last seal
         self.answered = 0  # the last request (seal or reset) this thread did
@@ -37,7 +43,6 @@ class Host(Protocol):
 
     name: str
     lock: threading.Condition  # the committer's lock and its condition for everything else
-    work: threading.Condition  # writer threads wait here (same lock)
     space: threading.Condition  # submitters wait here for room in the queue (same lock)
 
     def closed(self) -> bool: ...
@@ -49,20 +54,36 @@ class Host(Protocol):
     def commit_identifier(self) -> int: ...
 
 
+class _Served:
+    """What the writer pool runs for one lane (ingest/writer_pool.py's `Served`)."""
+
+    def __init__(self, lanes: WriterLanes, lane: Lane):
+        self.lanes, self.lane = lanes, lane
+
+    def serve(self) -> bool:
+        return self.lanes.serve(self.lane)
+
+
 class WriterLanes:
-    """`count` writer threads of one table."""
+    """`count` writer lanes of one table, pinned to threads of `pool`."""
 
-    def __init__(self, host: Host, count: int):
-        self.host = host
+    def __init__(self, host: Host, count: int, pool: WriterPool):
+        self.host, self.pool = host, pool
         self.lanes = [Lane(i) for i in range(count)]
-        self.writing = 0  # threads in the middle of a write
-        self._asked, self._asked_job = 0, None  # the request to every thread: _prepare or _drop_writer
-        self.threads = [threading.Thread(target=self._loop, args=(lane,), name=f"write-{host.name}-{lane.index}",
-                                         daemon=True) for lane in self.lanes]
+        self._served = [_Served(self, lane) for lane in self.lanes]
+        for lane, slot in zip(self.lanes, pool.pin(count), strict=True):
+            lane.slot = slot
+        self.writing = 0  # lanes in the middle of a write
+        self._asked, self._asked_job = 0, None  # the request to every lane: _prepare or _drop_writer
 
-    def start(self) -> None:
-        for t in self.threads:
-            t.start()
+    def kick(self) -> None:
+        """Every lane may have something to do (a chunk queued, a request, a close): its thread looks."""
+        for lane, served in zip(self.lanes, self._served, strict=True):
+            self.pool.kick(lane.slot, served)
+
+    def finished(self) -> bool:
+        """(Holding the lock.) Every lane closed its writer after its committer closed."""
+        return all(lane.finished for lane in self.lanes)
 
     # -- the commit thread's side (holding the lock) -------------------------------------
 
@@ -91,36 +112,46 @@ class WriterLanes:
         host = self.host
         self._asked += 1
         number, self._asked_job = self._asked, job
-        host.work.notify_all()
+        self.kick()
         host.lock.wait_for(lambda: host.closed() or all(lane.answered == number for lane in self.lanes))
         return not host.closed()
 
-    # -- the writer threads --------------------------------------------------------------
+    # -- a lane's pinned thread ------------------------------------------------------
 
-    def _loop(self, lane: Lane) -> None:
+    def serve(self, lane: Lane) -> bool:
+        """(The lane's thread.) One thing the lane has to do: a request, a chunk to write, or, once
+        its committer closed, closing its writer. True when it may have more."""
         host = self.host
-        while True:
-            job = None
+        job = None
+        with host.lock:
+            if lane.finished:
+                return False
+            closed = host.closed()
+            if not closed and lane.answered != self._asked:
+                job, number = self._asked_job, self._asked
+            elif not closed and host.takeable():
+                chunk = host.take()
+                self.writing += 1
+                host.space.notify(len(chunk))  # room for blocked submitters
+            elif not closed:
+                return False
+        if closed:
+            # Its writer is closed here, on the thread that made it (pypaimon-rust's writers must
+            # not be dropped on another): files it prepared stay for a commit in flight; files it
+            # had not prepared are removed (never to be committed).
+            writer, lane.writer = lane.writer, None
+            close_quietly(writer, host.name)
             with host.lock:
-                host.work.wait_for(lambda: host.closed() or lane.answered != self._asked or host.takeable())
-                closed = host.closed()
-                if not closed and lane.answered != self._asked:
-                    job, number = self._asked_job, self._asked
-                elif not closed:
-                    chunk = host.take()
-                    self.writing += 1
-                    host.space.notify(len(chunk))  # room for blocked submitters
-            if closed:
-                # Its writer is closed here, on the thread that made it (pypaimon-rust's writers must
-                # not be dropped on another): files it prepared stay for a commit in flight; files it
-                # had not prepared are removed (never to be committed).
-                writer, lane.writer = lane.writer, None
-                close_quietly(writer, host.name)
-                return
-            if job is None:
-                self._write(lane, chunk)
-            else:
-                job(lane, number)
+                lane.finished = True
+                if self.finished():
+                    self.pool.unpin([lane.slot for lane in self.lanes])
+                host.lock.notify_all()
+            return False
+        if job is None:
+            self._write(lane, chunk)
+        else:
+            job(lane, number)
+        return True
 
     def _write(self, lane: Lane, chunk: list) -> None:
         batches = [p.batch for p in chunk if p.rows]
