@@ -47,7 +47,9 @@ def kinds(table: pa.Table) -> list[tuple]:
 
 
 def test_a_primary_key_tables_audit_log_is_merged_with_each_keys_last_kind(client, users):
-    fi, table = read_all(client, flight.FlightDescriptor.for_path("paimon", f"{users}$audit_log"))
+    descriptor = flight.FlightDescriptor.for_path("paimon", f"{users}$audit_log")
+    fi, table = read_all(client, descriptor)
+    assert client.flight.get_schema(descriptor, options=client.options()).schema == fi.schema
     assert fi.schema.field(0) == pa.field("rowkind", pa.string(), nullable=False)
     assert fi.schema.names == ["rowkind", "id", "name", "op"]
     assert kinds(table) == [(0, "+U", "b0"), (1, "-D", "a1"), (2, "+I", "a2"), (3, "+I", "a3")]

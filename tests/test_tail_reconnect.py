@@ -89,7 +89,7 @@ def test_a_follow_resumes_after_a_restart_with_every_row_once(warehouse, paimon,
         if consumer:  # the consumer's progress went on across the restart: everything printed is committed
             client = Client(server.uri)
             try:
-                wait_for(lambda: client.consumer_progress(table, consumer) == 4, "the consumer's commit of 3")
+                wait_for(lambda: client.consumer_progress(table, consumer) == 4, "the consumer's commit of 3", 60)
             finally:
                 client.close()
         paimon.commit(table, rows(20, 1))
