@@ -1,4 +1,4 @@
-"""A function a table's commit thread runs for another thread between two group commits (a
+"""A function a table's commit step runs for another thread between two group commits (a
 compaction's commit, a staged job's commit), and its outcome."""
 
 from __future__ import annotations
