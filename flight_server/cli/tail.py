@@ -282,17 +282,28 @@ class Tail:
         results: queue.Queue = queue.Queue(maxsize=8)
         done = object()
         readers = []
+        finished = threading.Event()  # this read is over: its pullers stop (a reconnect starts new ones)
+
+        def put(item) -> bool:
+            while not finished.is_set():
+                try:
+                    results.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
 
         def pull(i: int, endpoint):
             try:
                 reader = EndpointReader(locations_of(endpoint, client.uri), endpoint.ticket, client.credentials)
                 readers.append(reader)
                 for chunk in reader:
-                    results.put((i, chunk.data, chunk.app_metadata))
+                    if not put((i, chunk.data, chunk.app_metadata)):
+                        return
             except Exception as e:  # noqa: BLE001 - every failure is printed and sets the exit status
-                results.put(e)
+                put(e)
             finally:
-                results.put(done)
+                put(done)
 
         for i, ep in enumerate(info.endpoints):
             threading.Thread(target=pull, args=(i, ep), daemon=True, name="tail-pull").start()
@@ -334,6 +345,7 @@ class Tail:
             if not self._retryable(e) or self.kind == names.PUSH:
                 raise
             ended = _Ended(gone=e)
+        finished.set()
         for reader in readers:
             reader.cancel()
         return ended
