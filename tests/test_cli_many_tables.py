@@ -110,7 +110,7 @@ def test_list_and_stats_filter_by_pattern_and_page_by_name(server_process):
     page = cli("list", "--limit", "5", "--uri", uri)
     first = [line.split("\t")[0] for line in page.stdout.splitlines()]
     assert first == everything[:5]
-    assert "5 of 15 tables shown; the next page: --after paimon:db.t04" in page.stderr
+    assert "5 tables shown; the next page: --after paimon:db.t04" in page.stderr
     pages, after = [first], first[-1]
     while True:
         more = cli("list", "--limit", "5", "--after", after, "--uri", uri)
@@ -149,5 +149,29 @@ def test_the_readme_many_tables_block_runs_as_written(server_process, tmp_path):
     assert done.returncode == 0, done.stderr
     pages = [line.split("\t")[0] for line in done.stdout.splitlines() if line.startswith("paimon:")]
     assert pages == ["paimon:db.m1", "paimon:db.m2", "paimon:db.m3", "paimon:db.m4"]  # two pages of two
-    assert "2 of 5 tables shown; the next page: --after paimon:db.m2" in done.stderr
+    assert "2 tables shown; the next page: --after paimon:db.m2" in done.stderr
     assert listed(server_process.uri, "db.m5") == ["paimon:db.m5"]
+
+
+@pytest.mark.timeout(120)
+def test_list_flights_takes_a_page_as_json_criteria(server, client):
+    """The wire (docs/protocol.md, "Listing tables"): a prefix as before, or {"prefix", "after",
+    "limit"}: that page of the tables by spelled name, the only ones planned."""
+    from flight_server.wire.listing import ListQuery
+
+    for name in ("db.a", "db.b", "db.c", "x.d"):
+        client.create_table(name, pa.schema([("id", pa.int64())]))
+    client.register("db.p", pa.schema([("id", pa.int64())]))
+
+    def names(criteria: bytes) -> list[str]:
+        return [":".join(p.decode() for p in info.descriptor.path) for info in client.flight.list_flights(criteria)]
+
+    assert names(b"db.") == ["push:db.p", "paimon:db.a", "paimon:db.b", "paimon:db.c"]  # a prefix, as before
+    assert names(ListQuery("db.", limit=2).criteria()) == ["paimon:db.a", "paimon:db.b"]
+    assert names(ListQuery("db.", after="paimon:db.b", limit=2).criteria()) == ["push:db.p", "paimon:db.c"]
+    assert names(ListQuery("", after="paimon:x.d").criteria()) == ["push:db.p"]
+    assert names(ListQuery("", limit=0).criteria()) == []
+    for bad, words in ((b'{"prefix": "db.", "limt": 2}', "not 'limt'"), (b'{"limit": -1}', "'limit' is a whole number"),
+                       (b'{"after": 3}', "'after' are strings"), (b'{"prefix": ', "not UTF-8 JSON")):
+        with pytest.raises(pa.ArrowInvalid, match=words):  # INVALID_ARGUMENT
+            names(bad)

@@ -35,12 +35,14 @@ def matches(pattern: str, kind: str, name: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(f"{kind}:{name}", pattern)
 
 
-def page(spelled: list[str], limit: int | None, after: str | None, command: str) -> list[str]:
-    """The names (as printed) of one page, sorted; stderr says how to ask for the next one."""
+def page(spelled: list[str], limit: int | None, after: str | None, command: str,
+         total: bool = True) -> list[str]:
+    """The names (as printed) of one page, sorted; stderr says how to ask for the next one (and,
+    where `spelled` holds every table after `after`, how many there are)."""
     names_ = sorted(n for n in spelled if after is None or n > after)
     if limit is None or len(names_) <= limit:
         return names_
     shown = names_[:limit]
-    print(f"flight_cli {command}: {limit} of {len(names_)} tables shown; the next page: --after {shown[-1]}",
-          file=sys.stderr)
+    of = f" of {len(names_)}" if total else ""
+    print(f"flight_cli {command}: {limit}{of} tables shown; the next page: --after {shown[-1]}", file=sys.stderr)
     return shown

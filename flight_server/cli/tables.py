@@ -212,14 +212,24 @@ def cmd_drop(args) -> int:
 
 
 def cmd_list(args) -> int:
+    """The server lists a page (--limit, --after) by name and plans only its tables; a pattern
+    filters here what the server's prefix let through, asking for more pages until one is full."""
+    from flight_server.wire.listing import ListQuery
+
     c = client(args)
     pattern = args.prefix if pages.is_pattern(args.prefix) else args.prefix + "*"
-    found = {}
-    for info in c.flight.list_flights(pages.server_prefix(pattern).encode(), options=c.options()):
-        path = [p.decode() for p in info.descriptor.path]
-        if pages.matches(pattern, path[0], "/".join(path[1:])):
-            found[targets.spelled(path)] = info  # as tail, stats and drop take it
-    for name in pages.page(list(found), args.limit, args.after, "list"):
+    want = None if args.limit is None else args.limit + 1  # one more than shown: is there a next page?
+    found, after = {}, args.after
+    while True:
+        query = ListQuery(pages.server_prefix(pattern), after, want)
+        listed = {targets.spelled([p.decode() for p in info.descriptor.path]): info  # as tail, stats and drop take it
+                  for info in c.flight.list_flights(query.criteria(), options=c.options())}
+        found.update((name, info) for name, info in listed.items()
+                     if pages.matches(pattern, *name.split(":", 1)))
+        if want is None or len(found) >= want or len(listed) < want:
+            break
+        after = max(listed)
+    for name in pages.page(list(found), args.limit, args.after, "list", total=False):
         info = found[name]
         print(f"{name}\tendpoints={len(info.endpoints)}\t{format_spec(info.schema)}")  # as --schema takes it
     return 0

@@ -195,6 +195,10 @@ class PaimonSource:
         """A write's `merge_schema`: the stream's new columns added, types widened (paimon/alter.py)."""
         return alter.merge_schema(self.catalog(), lambda: self.table(name), name, stream, check_options)
 
+    def table_names(self) -> list[str]:
+        """Every table's DB.TABLE, sorted (none is loaded)."""
+        return compat.list_tables(self.catalog())
+
     def tables(self, keep: Callable[[str], bool] = lambda name: True) -> list[TableSummary]:
         """The tables whose names `keep` lets through (the others are never loaded)."""
         out = []
