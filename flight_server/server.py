@@ -138,7 +138,7 @@ class FlightPaimonServer(flight.FlightServerBase):
                  commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
                  write_threads: int = DEFAULT_WRITERS, maintenance_interval_ms: int = 1000,
                  table_idle_ms: int = int(DEFAULT_IDLE_S * 1000), write_pool: int = DEFAULT_WRITE_THREADS,
-                 commit_threads: int = COMMIT_THREADS,
+                 commit_threads: int = COMMIT_THREADS, commit_processes: int = 0,
                  maintenance_workers: int = 1, auth: AuthConfig | None = None, streams: StreamSlots | None = None,
                  metrics_table_window_ms: int = int(DEFAULT_TABLE_WINDOW_S * 1000),
                  metrics_max_tables: int = DEFAULT_METRICS_MAX_TABLES,
@@ -148,6 +148,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         `maintenance_workers`: processes compactions rewrite files in (0: the maintenance thread);
         `table_idle_ms`: a table's durable-write committer (its writers) unused this long closes;
         `write_pool`, `commit_threads`: the threads every table's durable writes and commits run on;
+        `commit_processes`: the worker processes the commits' Paimon work runs in (0: this one);
         `auth`: principals and grants (None: every caller may do everything); `streams`: the
         --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
         `metrics_table_window_ms`, `metrics_max_tables`: the tables /metrics has per-table series of.
@@ -163,7 +164,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.paimon = PaimonSource(warehouse, warehouse_options)
         self.sources: dict[str, Source] = {names.PUSH: self.pushed, names.PAIMON: self.paimon}
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads,
-                             table_idle_ms / 1000, write_pool, commit_threads)
+                             table_idle_ms / 1000, write_pool, commit_threads, commit_processes)
         self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer,
                                      staged=self.ingest.staging.file_names,
                                      worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))

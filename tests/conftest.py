@@ -38,8 +38,11 @@ class RunningServer:
     costs a second or two to start: the tests of the worker, and servers started as `flight_cli
     serve`, use one)."""
 
+    defaults: dict = {}  # options a test module gives every server it starts (test_commit_workers.py)
+
     def __init__(self, warehouse: str | None = None, server_class=FlightPaimonServer, **options):
         options.setdefault("maintenance_workers", 0)
+        options = {**self.defaults, **options}
         self.server = server_class("grpc://127.0.0.1:0", warehouse=warehouse, **options)
         self.uri = self.server.uri
         self.thread = threading.Thread(target=self.server.serve, name="test-server", daemon=True)

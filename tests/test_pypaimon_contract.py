@@ -34,6 +34,7 @@ COMPAT = ROOT / "flight_server" / "paimon" / "compat"
 # objects below; these are the callables and class attributes.
 PRIVATE_CALLABLES = {
     "_try_commit": ("pypaimon.write.file_store_commit", "FileStoreCommit"),
+    "_with_commit_user": ("pypaimon.write.write_builder", "WriteBuilder"),
     "_try_commit_once": ("pypaimon.write.file_store_commit", "FileStoreCommit"),
     "_is_duplicate_commit": ("pypaimon.write.file_store_commit", "FileStoreCommit"),
     "_collect_manifest_entries": ("pypaimon.write.file_store_commit", "FileStoreCommit"),
@@ -60,6 +61,7 @@ PRIVATE_ATTRIBUTES = {"_prefetch_executor", "_file_io", "_buffer"}
 # Signatures compat calls with: (module, qualified name) -> (the leading parameters it passes by
 # position, the ones it passes by name). Read from pypaimon 2.1.0.
 SIGNATURES = {
+    ("pypaimon.write.write_builder", "WriteBuilder._with_commit_user"): (["self", "commit_user"], []),
     ("pypaimon.write.file_store_commit", "FileStoreCommit._try_commit"):
         (["self"], ["commit_kind", "commit_identifier", "commit_entries_plan", "detect_conflicts"]),
     ("pypaimon.write.file_store_commit", "FileStoreCommit._collect_manifest_entries"): (["self", "commit_messages"], []),

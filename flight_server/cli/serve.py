@@ -137,6 +137,9 @@ def cmd_serve(args) -> int:
         raise CliError(f"--maintenance-interval-ms ({args.maintenance_interval_ms}) must be at least 1.")
     threads = {"write_threads": args.write_threads, "write_pool": args.write_pool_threads,
                "commit_threads": args.commit_threads}  # unset: the server's defaults
+    processes = max(1, min(16, os.cpu_count() or 1)) if args.commit_processes is None else args.commit_processes
+    if processes < 0:
+        raise CliError(f"--commit-processes ({processes}) must be 0 (in the serving process) or more.")
     if args.commit_interval_ms < 1 or args.commit_bytes < 1 or min(n or 1 for n in threads.values()) < 1:
         raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}), --commit-bytes ({args.commit_bytes}), "
                        f"--write-threads ({args.write_threads}), --write-pool-threads ({args.write_pool_threads}) "
@@ -154,6 +157,7 @@ def cmd_serve(args) -> int:
                                     warehouse=args.warehouse, metrics=args.metrics_port is not None,
                                     commit_interval_ms=args.commit_interval_ms, commit_bytes=args.commit_bytes,
                                     **{k: n for k, n in threads.items() if n is not None},
+                                    commit_processes=processes,
                                     maintenance_interval_ms=args.maintenance_interval_ms,
                                     table_idle_ms=args.table_idle_timeout,
                                     maintenance_workers=args.maintenance_workers,

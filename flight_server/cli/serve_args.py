@@ -53,6 +53,10 @@ def add_serve_arguments(p) -> None:
     p.add_argument("--commit-threads", type=int,
                    help="durable writes: the threads that run every table's group commits, in the order the "
                         "tables' commits fell due: how many tables commit at once (default 4)")
+    p.add_argument("--commit-processes", type=int,
+                   help="durable writes: worker processes the group commits' Paimon work (manifests, snapshots) "
+                        "runs in, so commits use every core (default: the CPU count, 1 to 16; 0: in the serving "
+                        "process)")
     p.add_argument("--table-idle-timeout", type=a.duration_ms, default="1 min",
                    help="durable writes: a table's committer (its writers and what they hold, its producer map) unused "
                         "this long is closed, so resources follow the active tables; its next stream opens a new "

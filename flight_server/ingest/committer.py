@@ -43,6 +43,7 @@ import structlog
 from flight_server.ingest.batch_queue import BatchQueue, CommitPolicy, default_queue_bytes
 from flight_server.ingest.chores import Chore
 from flight_server.ingest.commit_pool import CommitPool
+from flight_server.ingest.commit_workers import CommitRequest, CommitWorkers, WorkerDied
 from flight_server.ingest.evolve import evolve
 from flight_server.ingest.fence import ProducerFence
 from flight_server.ingest.lanes import WriterLanes, close_quietly
@@ -81,9 +82,10 @@ class TableCommitter:
     """The one committer of a Paimon table on this server."""
 
     def __init__(self, name: str, table, interval_s: float, commit_bytes: int, *, writer_pool: WriterPool,
-                 commit_pool: CommitPool, on_commit=None, writers: int = DEFAULT_WRITERS,
-                 queue_bytes: int | None = None, reload=None):
+                 commit_pool: CommitPool, commit_workers: CommitWorkers | None = None, on_commit=None,
+                 writers: int = DEFAULT_WRITERS, queue_bytes: int | None = None, reload=None):
         """`writer_pool`, `commit_pool`: the server's threads its writes and commits run on;
+        `commit_workers`: the processes its commits' Paimon work runs in (None: this one);
         `reload()`: the table afresh (its newest schema), for an ALTER found between commits."""
         self.name = name
         self._pool = commit_pool
@@ -113,8 +115,9 @@ class TableCommitter:
         self._streams: set[WriteStream] = set()  # open streams
         self._closed: str | None = None
         self._stopped = False  # closed, and its last step ran: it commits nothing more
-        self._builder = self._commit = None
-        self._landed: dict[int, int] = {}  # commit identifier -> the snapshot pypaimon made of it (compat.landed_snapshots)
+        self._builder = self._commit = None  # the writers' builder; the commit object (compat.GroupCommit) in this process
+        self._worker = commit_workers.pick() if commit_workers is not None else None  # or the process it is in
+        self._generation = 0  # the commit object's: a new one after a failure or a new schema
         self._ident = 0
         self._last_start = 0.0
         self._trim = TrimPolicy()
@@ -245,8 +248,8 @@ class TableCommitter:
                     self._fail(p.stream, e)  # its queued batches go with it
             log.info("schema_adopted", table=self.name, schema_id=fresh.schema_id, was=self.columns.schema_id)
             self.table, self._table, self.columns = table, compat.native_write_table(table), fresh
-            commit, self._builder, self._commit = self._commit, None, None
-        close_quietly(commit, self.name)
+            self._builder = None
+        self._drop_commit()
 
     def _follow_schema(self) -> None:
         """(Its commit step, after a group commit.) At most once a second: an ALTER by anyone
@@ -361,8 +364,7 @@ class TableCommitter:
         try:
             snapshot = self._publish(messages, updates, dict(updates), extra=extra)
         except BaseException:
-            commit, self._commit = self._commit, None  # its state is unknown: the next commit makes a new one
-            close_quietly(commit, self.name)
+            self._drop_commit()  # its state is unknown: the next commit makes a new one
             self._reload_producers()
             raise
         self.producers.committed(updates, snapshot)
@@ -647,18 +649,26 @@ class TableCommitter:
         """Commit `messages` as one snapshot whose properties carry the producer map with `updates`
         (and `extra`: a staged job's own properties); returns the snapshot. `firsts`: each named
         producer's first seq in it, which the table must not hold yet (`_guard`)."""
-        if self._commit is None:
-            self._commit = self._builder.new_commit()
-            compat.merge_manifests_on_commit(self._commit)  # else every commit costs more than the last
-            compat.guard_commits(self._commit, self._guard)
-            self._landed = compat.snapshots.landed_snapshots(self._commit)
-        self._landed.clear()
         self._attempt = (updates, firsts)
         properties = {**self.producers.properties(updates), **(extra or {})}
-        self._commit.commit(messages, self._ident, snapshot_properties=properties)
+        user = self._builder.commit_user
+        if self._worker is not None:  # its Paimon work in a worker process; `_guard` still runs here
+            key = (self.identity, self.columns.schema_id, user, self._generation)
+            landed = self._worker.commit(CommitRequest(self.name, key, user, self._ident, messages, properties),
+                                         self._guard)
+        else:
+            if self._commit is None:
+                self._commit = compat.GroupCommit(self._table, user, self._guard)
+            landed = self._commit.commit(messages, self._ident, properties)
         # the snapshot pypaimon says it made (read back only if it said none)
-        landed = self._landed.get(self._ident)
-        return landed if landed is not None else compat.find_commit(self._table, self._builder.commit_user, self._ident)
+        return landed if landed is not None else compat.find_commit(self._table, user, self._ident)
+
+    def _drop_commit(self) -> None:
+        """The commit object's state is unknown (a failure) or stale (a new schema): the next
+        commit makes a new one, here or in its worker."""
+        commit, self._commit = self._commit, None
+        self._generation += 1
+        close_quietly(commit, self.name)
 
     def _guard(self, latest, properties: dict) -> None:
         """(In the commit, before each attempt, with the latest snapshot the attempt lands on.) The
@@ -715,9 +725,9 @@ class TableCommitter:
             for stream in {p.stream for p in failed}:
                 self._fail(stream, error)
             self._lanes.drop_writers()
-            commit, self._builder, self._commit = self._commit, None, None
+            self._builder = None
         try:
-            close_quietly(commit, self.name)
+            self._drop_commit()
             if isinstance(e, TableReplaced):  # its streams are failed; a new stream gets a new committer
                 self.close(str(e))
             else:
@@ -750,8 +760,9 @@ RACES = ("Cannot determine whether commit", "Try again", "onflict")  # pypaimon'
 
 def _raced(e: BaseException) -> bool:
     """Whether a commit failed by racing another writer (pypaimon's optimistic commit gave up, or
-    another server's expiry removed the snapshots that said whether it landed), not by its own cause."""
-    return any(word in str(e) for word in RACES)
+    another server's expiry removed the snapshots that said whether it landed) or with an outcome
+    not known (its worker process died), not by its own cause: a named producer resumes."""
+    return isinstance(e, WorkerDied) or any(word in str(e) for word in RACES)
 
 
 def _cause(e: BaseException) -> str:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import structlog
 
 from flight_server.ingest.commit_pool import COMMIT_THREADS, CommitPool
+from flight_server.ingest.commit_workers import CommitWorkers
 from flight_server.ingest.committer import DEFAULT_WRITERS, SETTLE_TIMEOUT_S, TableCommitter
 from flight_server.ingest.write_stream import END, WriteStream
 from flight_server.ingest.conform import Conformer
@@ -49,13 +50,14 @@ class Ingest:
     def __init__(self, paimon: PaimonSource, commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS,
                  commit_bytes: int = DEFAULT_COMMIT_BYTES, on_commit=None, writers: int = DEFAULT_WRITERS,
                  idle_s: float = DEFAULT_IDLE_S, write_pool: int = DEFAULT_WRITE_THREADS,
-                 commit_threads: int = COMMIT_THREADS):
+                 commit_threads: int = COMMIT_THREADS, commit_processes: int = 0):
         """`writers`: the writer lanes of an append table with bucket -1 (others have one);
         `write_pool`: the threads every table's lanes are pinned to (at least `writers`, so one
         table's lanes write in parallel); `commit_threads`: the threads that run the tables' group
-        commits (how many commit at once); `idle_s`: a table's committer unused this long is closed
-        (its writers close; the table's next stream makes a new one, which reads the producer map
-        from the table)."""
+        commits (how many commit at once); `commit_processes`: the worker processes their Paimon
+        work runs in (0: this process; ingest/commit_workers.py); `idle_s`: a table's committer
+        unused this long is closed (its writers close; the table's next stream makes a new one,
+        which reads the producer map from the table)."""
         self.paimon, self.idle_s = paimon, idle_s
         self.interval_s, self.commit_bytes, self.writers = commit_interval_ms / 1000, commit_bytes, writers
         self._on_commit = on_commit
@@ -63,6 +65,8 @@ class Ingest:
         self._committers: dict[str, TableCommitter] = {}
         self.writer_pool = WriterPool(max(write_pool, writers))
         self.commit_pool = CommitPool(commit_threads)  # the tables take turns to commit, FIFO
+        self.commit_workers = (CommitWorkers(paimon.warehouse, paimon.options, commit_processes)
+                               if commit_processes else None)
         self._retired: list[TableCommitter] = []  # replaced by a table created again: joined at close
         self._closed: str | None = None
         self.staging = Staging(paimon.table, self.committer)
@@ -123,7 +127,8 @@ class Ingest:
                     break
             # made outside the lock: it reads the table (its producer map)
             made = TableCommitter(name, table, self.interval_s, self.commit_bytes, writer_pool=self.writer_pool,
-                                  commit_pool=self.commit_pool, on_commit=self._on_commit, writers=self.writers,
+                                  commit_pool=self.commit_pool, commit_workers=self.commit_workers,
+                                  on_commit=self._on_commit, writers=self.writers,
                                   reload=lambda: self.paimon.table(name))
         if made is not None:  # another stream made the table's committer meanwhile
             made.close("not needed: another stream made the table's committer first")
@@ -180,6 +185,8 @@ class Ingest:
         self.writer_pool.stop()
         stopped = self.commit_pool.join(max(0.0, deadline - time.monotonic())) and stopped
         stopped = self.writer_pool.join(max(0.0, deadline - time.monotonic())) and stopped
+        if self.commit_workers is not None:  # every commit landed or failed: nothing in them now
+            self.commit_workers.close()
         with self._lock:
             current = list(self._committers.values())  # not a retired one: its table was created again
         for c in current:  # the last commits' seqs recorded beside the snapshots (ingest/seqs.py)

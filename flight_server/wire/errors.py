@@ -66,7 +66,8 @@ class CommitFailed(WrongState):
 
 class CommitRaced(CommitFailed):
     """A group commit lost a race with another writer (a conflict, or an outcome another server's
-    expiry hid): a named producer resumes and resends what the table lacks."""
+    expiry hid), or its outcome is not known (its commit worker process died): a named producer
+    resumes and resends what the table lacks."""
 
     code = "commit_raced"
 

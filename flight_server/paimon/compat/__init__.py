@@ -39,8 +39,8 @@ from flight_server.paimon.compat.catalog import (
 from flight_server.paimon.compat.columns import Columns, columns_at, columns_of, newer_schema, retyped
 from flight_server.paimon.compat.options import known_options, misspelt_option
 from flight_server.paimon.compat.commit import (
-    COMPACT_SOURCE, CompactCommit, at_level, commit_message, data_split, guard_commits, makes_snapshot,
-    mark_compacted,
+    COMPACT_SOURCE, CompactCommit, GroupCommit, at_level, commit_message, data_split, guard_commits,
+    makes_snapshot, mark_compacted,
 )
 from flight_server.paimon.compat.manifests import (
     MANIFEST_MERGE_MIN_COUNT, MERGED_MANIFEST_BYTES, data_file_path, index_file_path, index_manifest_entries,
@@ -86,7 +86,7 @@ __all__ = [
     "index_manifest_entries", "live_entries", "manifest_list", "manifest_reader", "merge_manifests_on_commit",
     "merged_entries", "written_paths",
     # rewrite and commit
-    "COMPACT_SOURCE", "CompactCommit", "at_level", "commit_message", "data_split", "guard_commits", "makes_snapshot",
+    "COMPACT_SOURCE", "CompactCommit", "GroupCommit", "at_level", "commit_message", "data_split", "guard_commits", "makes_snapshot",
     "mark_compacted",
     # the merge tree
     "KEY_PREFIX", "KIND", "RETRACT_KINDS", "SEQUENCE", "KeyValueFileReader", "MergedRunWriter",

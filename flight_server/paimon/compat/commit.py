@@ -128,6 +128,37 @@ def guard_commits(table_commit, check) -> None:
     fsc._try_commit_once = guarded
 
 
+class GroupCommit:
+    """A table's commit object for commit after commit of new files, as `commit_user` (the writers'
+    builder's, so that `find_commit` finds its commits): `check(latest, properties)` runs before
+    each attempt (`guard_commits`), the manifests merge as Java's do (`merge_manifests_on_commit`),
+    and `commit` returns the snapshot it made from pypaimon's callback (`landed_snapshots`).
+
+    Read from pypaimon 2.1.0: `WriteBuilder._with_commit_user(commit_user)` (private) sets the
+    commit user its `new_commit()` commits as; `TableCommit.commit(messages, identifier,
+    snapshot_properties=)`."""
+
+    def __init__(self, table, commit_user: str, check):
+        from flight_server.paimon.compat.manifests import merge_manifests_on_commit
+        from flight_server.paimon.compat.snapshots import landed_snapshots
+
+        builder = table.new_stream_write_builder()
+        builder._with_commit_user(commit_user)
+        self._commit = builder.new_commit()
+        merge_manifests_on_commit(self._commit)  # else every commit costs more than the last
+        guard_commits(self._commit, check)
+        self._landed = landed_snapshots(self._commit)
+
+    def commit(self, messages: list, identifier: int, properties: dict[str, str]) -> int | None:
+        """The snapshot the commit made, or None when pypaimon said none (read it back then)."""
+        self._landed.clear()
+        self._commit.commit(messages, identifier, snapshot_properties=properties)
+        return self._landed.get(identifier)
+
+    def close(self) -> None:
+        self._commit.close()
+
+
 def makes_snapshot(messages: list) -> bool:
     """Whether committing `messages` makes a snapshot: not when they add and delete no file and no
     index (a first-row table's writer drops rows whose key the table holds, so a batch of those

@@ -1,0 +1,226 @@
+"""Group commits' Paimon work in worker processes, so that a server's commits use every core.
+
+A pypaimon commit is ~6 ms of Python (manifests in Avro, the manifest list, the snapshot): in
+one interpreter a server commits at most ~160 times a second however many cores it has. Here a
+table's commits run in one of `processes` worker processes (a table stays on one, which keeps its
+commit object and the manifests it wrote last); the serving process keeps everything that decides
+what is committed. A commit is one conversation on the worker's pipe:
+
+    server -> worker   ("commit", CommitRequest)     the files, the identifier, the properties
+    worker -> server   ("check", latest, properties)  before each attempt (compat.guard_commits)
+    server -> worker   ("ok", properties) | ("refused",)   the committer's own `_guard`, run here
+    worker -> server   ("done", snapshot) | ("failed", error)
+
+So the exactly-once check runs, as in one process, against the very snapshot the attempt lands
+on, with the producer map of the serving process; a refusal ends the attempt with nothing
+written. A worker that dies mid-commit fails the commit (its outcome unknown: the committer
+reads the producer map back, as after any failed commit); the next commit starts another.
+Orphaned by a killed server, a worker ends at the closed pipe, and its check fails before any
+attempt can land.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from flight_server.wire.errors import Unavailable
+
+log = structlog.get_logger(__name__)
+
+POLL_S = 0.2  # a commit waiting for its worker checks this often whether the worker lives
+START_TIMEOUT_S = 120.0
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended while it committed: whether the commit landed is not known."""
+
+
+class WorkerFailed(Exception):
+    """A commit's error in the worker, as text (its type and message; an OSError's errno)."""
+
+    def __init__(self, kind: str, message: str, errno: int | None):
+        super().__init__(message or kind)
+        self.kind, self.errno = kind, errno
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    table: str
+    key: tuple  # (identity, schema id, commit user, generation): another key makes another commit object
+    commit_user: str
+    identifier: int
+    messages: list
+    properties: dict[str, str]
+
+
+class CommitWorkers:
+    """`processes` worker processes over one warehouse (each started on first use, again after it
+    died); a committer takes one with `pick` and commits through it."""
+
+    def __init__(self, warehouse: str | None, options: dict[str, str] | None, processes: int):
+        if processes < 1:
+            raise ValueError(f"commit workers need at least one process, got {processes}")
+        self._workers = [_Worker(i, warehouse, dict(options or {})) for i in range(processes)]
+        self._turn = itertools.count()
+
+    def pick(self) -> _Worker:
+        """A worker for a table's commits, in turn."""
+        return self._workers[next(self._turn) % len(self._workers)]
+
+    def pids(self) -> list[int]:
+        return [w.pid for w in self._workers if w.pid is not None]
+
+    def close(self) -> None:
+        for w in self._workers:
+            w.close()
+
+
+class _Worker:
+    def __init__(self, index: int, warehouse: str | None, options: dict[str, str]):
+        self.index, self._warehouse, self._options = index, warehouse, options
+        self._lock = threading.Lock()  # one commit at a time on its pipe
+        self._proc = self._conn = None
+        self._closed = False
+        self.started = 0
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None and proc.is_alive() else None
+
+    def commit(self, request: CommitRequest, check) -> int | None:
+        """Commit in the worker, running `check(latest, properties)` here before each attempt;
+        returns the snapshot pypaimon said it made (None: read it back). Raises what `check`
+        raised, WorkerFailed with the commit's error, or WorkerDied."""
+        with self._lock:
+            if self._closed:
+                raise Unavailable("The server is stopping: no commit is started.")
+            self._start()
+            refused: BaseException | None = None
+            try:
+                self._conn.send(("commit", request))
+                while True:
+                    message = self._receive(request.table)
+                    if message[0] == "check":
+                        try:
+                            properties = message[2]
+                            check(message[1], properties)
+                            self._conn.send(("ok", properties))
+                        except BaseException as e:  # noqa: BLE001 - the attempt is refused, then this is raised
+                            refused = e
+                            self._conn.send(("refused",))
+                    elif message[0] == "done":
+                        return message[1]
+                    else:
+                        if refused is not None:
+                            raise refused
+                        raise WorkerFailed(*message[1])
+            except (EOFError, OSError) as e:
+                code = self._proc.exitcode if self._proc is not None else None
+                self._stop()
+                raise WorkerDied(f"the commit worker process ended (exit code {code}) while it committed into "
+                                 f"{request.table!r}: whether the commit landed is not known") from e
+
+    def _receive(self, table: str):
+        while not self._conn.poll(POLL_S):
+            if not self._proc.is_alive():
+                raise EOFError(f"the commit worker of {table!r} is gone")
+        return self._conn.recv()
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            self._stop()
+
+    def _start(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            return
+        self._stop()
+        ctx = multiprocessing.get_context("spawn")  # never fork a process with gRPC's threads
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, self._warehouse, self._options),
+                           name=f"flight-paimon-commit-{self.index}", daemon=True)
+        proc.start()
+        child.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not parent.poll(POLL_S):
+            if self._closed or time.monotonic() > deadline or not proc.is_alive():
+                proc.kill()
+                proc.join(10)
+                raise Unavailable(f"The commit worker process did not start (exit code {proc.exitcode}); "
+                                  "the commit was not made, resend.")
+        parent.recv()
+        self._proc, self._conn = proc, parent
+        self.started += 1
+        log.info("commit_worker_started", pid=proc.pid, worker=self.index)
+
+    def _stop(self) -> None:
+        proc, conn, self._proc, self._conn = self._proc, self._conn, None, None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(10)
+
+
+class _Refused(Exception):
+    """The server's check refused the attempt."""
+
+
+def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
+    """The worker: one commit at a time, each table's commit object kept between commits."""
+    import signal
+
+    from flight_server.ingest.lanes import close_quietly
+    from flight_server.paimon import compat
+    from flight_server.wire import allocator
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which stops this
+    sys.stdout = sys.stderr  # the server's stdout says where it listens: nothing else goes there
+    catalog = compat.create_catalog(warehouse, options)
+    commits: dict[str, tuple[tuple, compat.GroupCommit]] = {}
+
+    def check(latest, properties: dict) -> None:
+        conn.send(("check", latest, dict(properties)))
+        answer = conn.recv()
+        if answer[0] != "ok":
+            raise _Refused()
+        properties.clear()
+        properties.update(answer[1])
+
+    conn.send("ready")
+    served = 0
+    while True:
+        try:
+            _, request = conn.recv()
+        except EOFError:
+            return
+        try:
+            key, group = commits.get(request.table, (None, None))
+            if key != request.key:
+                close_quietly(group, request.table)
+                group = compat.GroupCommit(catalog.get_table(request.table), request.commit_user, check)
+                commits[request.table] = (request.key, group)
+            answer = ("done", group.commit(request.messages, request.identifier, request.properties))
+        except (EOFError, BrokenPipeError):
+            return  # the server is gone: its check could not run, so the attempt did not land
+        except _Refused:
+            answer = ("failed", ("refused", "", None))
+        except Exception as e:  # noqa: BLE001 - sent to the committer, which fails the group with it
+            commits.pop(request.table, None)  # its state is unknown: the next commit makes a new one
+            answer = ("failed", (type(e).__name__, str(e), getattr(e, "errno", None)))
+        try:
+            conn.send(answer)
+        except (BrokenPipeError, EOFError):
+            return
+        served += 1
+        if served % 256 == 0:
+            allocator.release_free_memory()

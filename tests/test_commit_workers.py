@@ -1,0 +1,64 @@
+"""Group commits whose Paimon work runs in worker processes (`serve --commit-processes`,
+ingest/commit_workers.py): the exactly-once rules of a shared table hold as in one process (the
+check runs in the server, before each attempt the worker makes), and a worker killed mid-stream
+loses and doubles nothing (real servers on loopback ports, real pypaimon tables, real processes
+killed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from producers import Client
+from tests import test_shared_tables as shared
+from tests.conftest import RunningServer, wait_for
+from tests.test_ingest import SCHEMA
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(autouse=True)
+def _commits_in_a_worker(monkeypatch):
+    monkeypatch.setattr(RunningServer, "defaults", {"commit_processes": 1})
+
+
+# The shared-table rules again, every commit made by a worker process.
+two_servers = shared.two_servers
+test_a_resend_through_another_server_is_acked_and_not_written_again = \
+    shared.test_a_resend_through_another_server_is_acked_and_not_written_again
+test_batches_waiting_in_one_servers_commit_and_resent_through_another_land_once = \
+    shared.test_batches_waiting_in_one_servers_commit_and_resent_through_another_land_once
+test_a_drop_and_create_through_another_server_fails_the_open_stream_and_writes_nothing_new = \
+    shared.test_a_drop_and_create_through_another_server_fails_the_open_stream_and_writes_nothing_new
+test_a_rollback_by_another_tool_is_seen_by_the_running_server = \
+    shared.test_a_rollback_by_another_tool_is_seen_by_the_running_server
+
+
+def test_commits_run_in_the_worker_and_a_killed_worker_loses_and_doubles_nothing(warehouse):
+    server = RunningServer(warehouse)
+    client = Client(server.uri, timeout=60)
+    workers = server.server.ingest.commit_workers
+    try:
+        client.create_table("db.t", SCHEMA, options=shared.WRITE_ONLY)
+        assert [a.seq for a in shared.send(client, "db.t", "p", [0, 1])] == [0, 1]
+        first = workers.pids()
+        assert len(first) == 1 and first[0] != os.getpid(), "the commit ran in a worker process"
+        killed = 0
+        with client.paimon_sink("db.t", producer="p") as sink:  # resumes from producer_state after a failure
+            assert sink.last_seq == 1
+            start = sink.last_seq + 1
+            for seq in range(start, 60):
+                sink.write(shared.rows(seq), seq=seq)
+                if seq % 15 == 0 and workers.pids():
+                    os.kill(workers.pids()[0], signal.SIGKILL)
+                    killed += 1
+        assert killed >= 3
+        wait_for(lambda: client.producer_state("db.t", "p") == 59, "the last batch to be committed")
+        assert shared.batches_in(client, "db.t") == {b: 50 for b in range(60)}, "every batch once"
+        assert workers.pids() and workers.pids() != first, "a new worker took over"
+    finally:
+        client.close()
+        server.stop()
+    assert not workers.pids(), "the server's close stopped its workers"
