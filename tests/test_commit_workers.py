@@ -62,3 +62,40 @@ def test_commits_run_in_the_worker_and_a_killed_worker_loses_and_doubles_nothing
         client.close()
         server.stop()
     assert not workers.pids(), "the server's close stopped its workers"
+
+
+def test_a_group_commit_commits_as_its_user_and_is_checked_before_each_attempt(warehouse):
+    """compat.GroupCommit, the one commit object of group commits (in a worker or in the server)."""
+    from flight_server.paimon import compat
+    from tests.paimon_tables import Warehouse, rows as table_rows
+
+    wh = Warehouse(warehouse)
+    table = wh.catalog.get_table(wh.create("g", buckets=-1))
+    seen: list = []
+
+    def check(latest, properties):
+        seen.append(None if latest is None else latest.id)
+        if properties.get("refuse"):
+            raise RuntimeError("refused by the check")
+        properties["checked"] = "yes"
+
+    def written(start):
+        writer = table.new_stream_write_builder().new_write()
+        try:
+            writer.write_arrow(table_rows(start, 5))
+            return writer.prepare_commit(1)
+        finally:
+            writer.close()
+
+    group = compat.GroupCommit(table, "user-1", check)
+    try:
+        assert group.commit(written(0), 7, {}) == 1
+        assert group.commit(written(5), 8, {}) == 2
+        assert seen == [None, 1], "checked against the latest snapshot each attempt lands on"
+        assert compat.find_commit(table, "user-1", 8) == 2, "committed as the given user"
+        assert table.snapshot_manager().get_latest_snapshot().properties["checked"] == "yes"
+        with pytest.raises(RuntimeError, match="refused by the check"):
+            group.commit(written(10), 9, {"refuse": "1"})
+        assert table.snapshot_manager().get_latest_snapshot().id == 2, "a refused attempt writes no snapshot"
+    finally:
+        group.close()
