@@ -36,6 +36,7 @@ log = structlog.get_logger(__name__)
 
 POLL_S = 0.2  # a commit waiting for its worker checks this often whether the worker lives
 START_TIMEOUT_S = 120.0
+KEPT_COMMITS = 128  # commit objects a worker keeps (the tables it committed last); another is made anew
 
 
 class WorkerDied(RuntimeError):
@@ -178,6 +179,7 @@ class _Refused(Exception):
 def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
     """The worker: one commit at a time, each table's commit object kept between commits."""
     import signal
+    from collections import OrderedDict
 
     from flight_server.ingest.lanes import close_quietly
     from flight_server.paimon import compat
@@ -186,7 +188,7 @@ def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which stops this
     sys.stdout = sys.stderr  # the server's stdout says where it listens: nothing else goes there
     catalog = compat.create_catalog(warehouse, options)
-    commits: dict[str, tuple[tuple, compat.GroupCommit]] = {}
+    commits: OrderedDict[str, tuple[tuple, compat.GroupCommit]] = OrderedDict()  # least recently used first
 
     def check(latest, properties: dict) -> None:
         conn.send(("check", latest, dict(properties)))
@@ -204,11 +206,14 @@ def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
         except EOFError:
             return
         try:
-            key, group = commits.get(request.table, (None, None))
+            key, group = commits.pop(request.table, (None, None))
             if key != request.key:
                 close_quietly(group, request.table)
                 group = compat.GroupCommit(catalog.get_table(request.table), request.commit_user, check)
-                commits[request.table] = (request.key, group)
+            commits[request.table] = (request.key, group)
+            while len(commits) > KEPT_COMMITS:  # bounded however many tables the server writes
+                name, (_, oldest) = commits.popitem(last=False)
+                close_quietly(oldest, name)
             answer = ("done", group.commit(request.messages, request.identifier, request.properties))
         except (EOFError, BrokenPipeError):
             return  # the server is gone: its check could not run, so the attempt did not land
