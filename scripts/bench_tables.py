@@ -127,13 +127,13 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(tables: int, rate: float, rows: int, seconds: float, procs: int) -> dict:
+def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_args: tuple[str, ...] = ()) -> dict:
     from bench_ingest import SCHEMA
     from producers import Client
     from tests.process import ServerProcess, child_env
 
     with tempfile.TemporaryDirectory(prefix="bench-tables-") as tmp:
-        server = ServerProcess(os.path.join(tmp, "warehouse"), log_level="warning",
+        server = ServerProcess(os.path.join(tmp, "warehouse"), *server_args, log_level="warning",
                                stderr=open(os.path.join(tmp, "server.log"), "w"))
         client = Client(server.uri, timeout=120)
         try:
@@ -149,12 +149,14 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int) -> dict
                 if line.strip() != "ready":
                     raise RuntimeError(f"a producer process did not start: {line!r}")
             commits0 = sum(w.commits for w in client.stats().paimon_writes.values())
+            children0 = {c: cpu_s(c) for c in children_of(server.proc.pid)}
             cpu0, start = cpu_s(server.proc.pid), time.monotonic()
             for r in roles:
                 r.stdin.write("go\n")
                 r.stdin.flush()
             outs = [json.loads(r.communicate(timeout=seconds + 600)[0].strip().splitlines()[-1]) for r in roles]
             elapsed, cpu = time.monotonic() - start, cpu_s(server.proc.pid) - cpu0
+            children_cpu = sum(cpu_s(c) - children0.get(c, 0.0) for c in children_of(server.proc.pid))
             commits = sum(w.commits for w in client.stats().paimon_writes.values()) - commits0
         finally:
             client.close()
@@ -164,8 +166,57 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int) -> dict
     return {"tables": tables, "rate_batches_s": rate, "rows": rows, "seconds": round(elapsed, 1),
             "acks": len(lat), "errors": errors[:10], "ack_p50_ms": round(pct(lat, 50), 1),
             "ack_p99_ms": round(pct(lat, 99), 1), "ack_max_ms": round(max(lat), 1),
-            "commits": commits, "server_cpu_s": round(cpu, 1), "server_cpu_ms_per_commit": round(cpu * 1000 / max(commits, 1), 2),
-            "server_cores": round(cpu / elapsed, 2), "mean_ms": round(statistics.mean(lat), 1)}
+            "commits": commits, "commits_s": round(commits / elapsed, 1), "server_cpu_s": round(cpu, 1),
+            "worker_processes_cpu_s": round(children_cpu, 1),
+            "server_cpu_ms_per_commit": round((cpu + children_cpu) * 1000 / max(commits, 1), 2),
+            "serving_process_cpu_ms_per_commit": round(cpu * 1000 / max(commits, 1), 2),
+            "server_cores": round((cpu + children_cpu) / elapsed, 2), "mean_ms": round(statistics.mean(lat), 1),
+            "server_args": list(server_args)}
+
+
+def children_of(pid: int) -> list[int]:
+    """The server's child processes (commit workers, the compaction worker)."""
+    children = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for task in tasks:  # a child is listed under the thread that started it
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children += [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+    return children
+
+
+def compare(rounds: int, tables: int, rate: float, rows: int, seconds: float, procs: int, floor_rounds: int) -> dict:
+    """Rounds alternating: pypaimon's floor in 2 processes, the server with its commits in this
+    process (--commit-processes 0), and with its defaults (commit workers); commits a second of
+    each, the servers' as a ratio of the floor's (medians)."""
+    variants = {"floor x2": None, "server --commit-processes 0": ("--commit-processes", "0"),
+                "server (commit workers)": ()}
+    results: dict[str, list[dict]] = {v: [] for v in variants}
+    for r in range(rounds):
+        order = list(variants)[r % 3:] + list(variants)[:r % 3]
+        for v in order:
+            load = os.getloadavg()[0]
+            out = (floor_procs(tables, floor_rounds, rows, 2) if variants[v] is None
+                   else run(tables, rate, rows, seconds, procs, variants[v]))
+            out["load_before"] = round(load, 2)
+            results[v].append(out)
+            print(json.dumps({"round": r, "variant": v, "commits_s": out["commits_s"],
+                              "ack_p50_ms": out.get("ack_p50_ms"), "ack_p99_ms": out.get("ack_p99_ms"),
+                              "load": out["load_before"]}), file=sys.stderr, flush=True)
+    med = {v: statistics.median(o["commits_s"] for o in rs) for v, rs in results.items()}
+    return {"rounds": rounds, "tables": tables, "rate": rate, "rows": rows, "seconds": seconds,
+            "median_commits_s": med,
+            "ratio_to_floor": {v: round(m / med["floor x2"], 2) for v, m in med.items() if v != "floor x2"},
+            "median_ack_p50_ms": {v: statistics.median(o["ack_p50_ms"] for o in rs)
+                                  for v, rs in results.items() if v != "floor x2"},
+            "median_ack_p99_ms": {v: statistics.median(o["ack_p99_ms"] for o in rs)
+                                  for v, rs in results.items() if v != "floor x2"},
+            "runs": results}
 
 
 def floor(tables: int, rounds: int, rows: int) -> dict:
@@ -354,6 +405,10 @@ def main() -> int:
     ap.add_argument("--floor", action="store_true", help="pypaimon alone: how many commits a second it makes")
     ap.add_argument("--rounds", type=int, default=5, help="--floor: commits into each table")
     ap.add_argument("--floor-procs", type=int, default=1, help="--floor: run it in this many processes at once")
+    ap.add_argument("--server-arg", action="append", default=[], help="a flag for the server (repeat)")
+    ap.add_argument("--compare", type=int, metavar="ROUNDS",
+                    help="rounds alternating: the floor in 2 processes, the server with commits in-process and with "
+                         "commit workers; commits/s and their ratio to the floor")
     ap.add_argument("--idle-run", type=int, metavar="N", help="create N tables, write each once, then idle")
     ap.add_argument("--created", type=int, help="idle run: tables created (with --written)")
     ap.add_argument("--written", type=int, help="idle run: of the created tables, written once each")
@@ -374,12 +429,14 @@ def main() -> int:
         result = idle_run(created, written, args.rows, args.idle_seconds, args.table_idle_timeout, args.put_threads,
                           args.sample_seconds)
         result["build"] = build()
+    elif args.compare:
+        result = compare(args.compare, args.tables, args.rate, args.rows, args.seconds, args.procs, args.rounds)
     elif args.floor and args.floor_procs > 1:
         result = floor_procs(args.tables, args.rounds, args.rows, args.floor_procs)
     elif args.floor:
         result = floor(args.tables, args.rounds, args.rows)
     else:
-        result = run(args.tables, args.rate, args.rows, args.seconds, args.procs)
+        result = run(args.tables, args.rate, args.rows, args.seconds, args.procs, tuple(args.server_arg))
     print(json.dumps(result), flush=True)
     if args.json:
         with open(args.json, "w") as f:
