@@ -99,3 +99,19 @@ def test_a_group_commit_commits_as_its_user_and_is_checked_before_each_attempt(w
         assert table.snapshot_manager().get_latest_snapshot().id == 2, "a refused attempt writes no snapshot"
     finally:
         group.close()
+
+
+def test_an_idle_server_stops_its_commit_workers_and_starts_one_at_the_next_commit(warehouse):
+    server = RunningServer(warehouse, table_idle_ms=300)
+    client = Client(server.uri, timeout=60)
+    workers = server.server.ingest.commit_workers
+    try:
+        client.create_table("db.t", SCHEMA, options=shared.WRITE_ONLY)
+        shared.send(client, "db.t", "p", [0])
+        wait_for(lambda: not workers.pids(), "the idle server to stop its commit worker", timeout=60)
+        assert [a.seq for a in shared.send(client, "db.t", "p", [0, 1])] == [0, 1]
+        assert len(workers.pids()) == 1, "the next commit started a worker again"
+        assert shared.batches_in(client, "db.t") == {0: 50, 1: 50}
+    finally:
+        client.close()
+        server.stop()

@@ -78,6 +78,12 @@ class CommitWorkers:
     def pids(self) -> list[int]:
         return [w.pid for w in self._workers if w.pid is not None]
 
+    def stop_idle(self, idle_s: float, now: float | None = None) -> int:
+        """Stop the workers that committed nothing for `idle_s` (their memory goes back; the next
+        commit starts one again); returns how many."""
+        now = time.monotonic() if now is None else now
+        return sum(w.stop_if_idle(idle_s, now) for w in self._workers)
+
     def close(self) -> None:
         for w in self._workers:
             w.close()
@@ -90,6 +96,7 @@ class _Worker:
         self._proc = self._conn = None
         self._closed = False
         self.started = 0
+        self._last_used = time.monotonic()
 
     @property
     def pid(self) -> int | None:
@@ -103,6 +110,7 @@ class _Worker:
         with self._lock:
             if self._closed:
                 raise Unavailable("The server is stopping: no commit is started.")
+            self._last_used = time.monotonic()
             self._start()
             refused: BaseException | None = None
             try:
@@ -139,6 +147,18 @@ class _Worker:
         self._closed = True
         with self._lock:
             self._stop()
+
+    def stop_if_idle(self, idle_s: float, now: float) -> bool:
+        if not self._lock.acquire(blocking=False):
+            return False  # committing now
+        try:
+            if self._proc is None or now - self._last_used < idle_s:
+                return False
+            self._stop()
+            log.info("commit_worker_stopped", worker=self.index, reason=f"idle over {idle_s:.0f} s")
+            return True
+        finally:
+            self._lock.release()
 
     def _start(self) -> None:
         if self._proc is not None and self._proc.is_alive():

@@ -26,7 +26,7 @@ from flight_server.ingest.writer_pool import DEFAULT_WRITE_THREADS, WriterPool
 from flight_server.ingest.staging import Staging
 from flight_server.paimon import compat
 from flight_server.paimon.warehouse import PaimonSource
-from flight_server.wire import messages, producer_stream
+from flight_server.wire import allocator, messages, producer_stream
 from flight_server.wire.errors import Cancelled, InvalidRequest, Unavailable, WrongState
 from flight_server.wire.requests import WriteTarget
 
@@ -90,6 +90,9 @@ class Ingest:
                 log.warning("committer_not_stopped", table=c.name, reason="evicted while idle")
         if idle:
             log.info("committers_evicted", tables=len(idle), idle_s=self.idle_s)
+        stopped = self.commit_workers.stop_idle(self.idle_s, now) if self.commit_workers is not None else 0
+        if idle or stopped:
+            allocator.release_free_memory()  # what the closed writers and commit objects held goes back
         return len(idle)
 
     def drop(self, name: str, reason: str, wait_s: float = 30.0) -> None:
