@@ -71,7 +71,7 @@ def server(warehouse):
 
 @pytest.fixture
 def client(server):
-    c = Client(server.uri, timeout=10)
+    c = Client(server.uri, timeout=60)  # a bound for a slow machine, not a wait
     yield c
     c.close()
 

@@ -27,7 +27,7 @@ from tests.paimon_tables import Follower, Warehouse, command, rows
 
 def scrape(url: str) -> dict[tuple, float]:
     """Every sample of /metrics as {(name, sorted label items): value}."""
-    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    text = urllib.request.urlopen(url + "/metrics", timeout=60).read().decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
 
@@ -38,7 +38,7 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
     wh.commit(wh.create("orders", buckets=2), rows(0, 100))
     with ServerProcess(warehouse, "--metrics-port", "0") as server:
         url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
-        client = Client(server.uri, timeout=10)
+        client = Client(server.uri, timeout=60)
         pushed = [make_batch(i * 7, 7) for i in range(10)]
         with client.register_streaming_table("clicks", SCHEMA, capacity=16) as sink:
             for batch in pushed:
@@ -83,7 +83,7 @@ def test_metrics_show_rows_bytes_rpcs_and_queues_and_healthz_answers(warehouse):
         assert m[("flight_paimon_table_push_queued_bytes", (("partition", "0"), ("table", "clicks")))] == 0
         assert m[("flight_paimon_open_streams", (("method", "do_get"),))] == 1  # the follow
 
-        health = urllib.request.urlopen(url + "/healthz", timeout=10)
+        health = urllib.request.urlopen(url + "/healthz", timeout=60)
         assert health.status == 200 and health.read() == b"ok\n"
         status = client.action(names.HEALTH)
         assert status["status"] == "serving" and status["push_tables"] == 2 and status["uptime_s"] > 0
@@ -163,7 +163,7 @@ def test_every_series_a_busy_server_exposes_is_in_the_readme_by_prometheus_conve
     with ServerProcess(warehouse, *args) as server:
         assert f"flight-paimon {VERSION} serving {server.uri}" in server.first_line
         url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
-        client = Client(server.uri, timeout=10)
+        client = Client(server.uri, timeout=60)
         client.create_table("db.e", EVENTS)
         with client.paimon_sink("db.e", producer="p", max_unacked=1) as sink:
             for seq in range(12):
@@ -178,7 +178,7 @@ def test_every_series_a_busy_server_exposes_is_in_the_readme_by_prometheus_conve
         health = client.health()
         assert health.version == VERSION and health.status == "serving"
 
-        text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(url + "/metrics", timeout=60).read().decode()
         families = list(text_string_to_metric_families(text))
         m = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
         assert m[("flight_paimon_build_info", (("version", VERSION),))] == 1
@@ -204,7 +204,7 @@ def test_metrics_count_durable_writes_and_their_group_commits(warehouse):
 
     with ServerProcess(warehouse, "--metrics-port", "0") as server:
         url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
-        client = Client(server.uri, timeout=10)
+        client = Client(server.uri, timeout=60)
         client.create_table("db.events", EVENTS)
         with client.paimon_sink("db.events", producer="p") as sink:
             for seq in range(5):
@@ -254,7 +254,7 @@ def outward_address() -> str | None:
 def get(url: str, token: str | None = None) -> tuple[int, str]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -292,7 +292,7 @@ def test_with_auth_metrics_answer_only_a_principal_with_admin_on_every_table(war
     (tmp_path / "auth.json").write_text(json.dumps(auth))
     with ServerProcess(warehouse, "--auth", str(tmp_path / "auth.json"), "--metrics-port", "0") as server:
         url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
-        ops = Client(server.uri, timeout=10, token=tokens["ops"])
+        ops = Client(server.uri, timeout=60, token=tokens["ops"])
         with ops.register_streaming_table("secret_table", SCHEMA) as sink:
             sink.write(make_batch(0, 1))  # held: the table is active, so its series name it
         ops.close()
@@ -315,7 +315,7 @@ def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(ware
     args = ("--metrics-port", "0", "--commit-interval-ms", "5", "--maintenance-interval-ms", "50")
     with ServerProcess(warehouse, *args) as server:
         url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
-        client = Client(server.uri, timeout=10)
+        client = Client(server.uri, timeout=60)
         client.create_table("db.e", EVENTS, options={"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "4"})
         with client.paimon_sink("db.e", producer="p", max_unacked=1) as sink:
             for seq in range(20):
@@ -357,7 +357,7 @@ def test_close_says_stopping_while_it_drains_then_joins_every_thread_and_closes_
     before = set(threading.enumerate())
     running = RunningServer(warehouse, metrics=True)
     _, url = running.server.metrics.serve_http("127.0.0.1", 0)
-    client = Client(running.uri, timeout=10)
+    client = Client(running.uri, timeout=60)
     try:
         client.register("quiet", SCHEMA, idle_timeout_s=30)  # starts the idle watchdog
         table = pa.schema([pa.field("id", pa.int64(), nullable=False)])
@@ -366,11 +366,11 @@ def test_close_says_stopping_while_it_drains_then_joins_every_thread_and_closes_
             sink.write(pa.record_batch([pa.array([1, 2], pa.int64())], schema=table))
         started = [t for t in set(threading.enumerate()) - before if t.name.startswith(owned)]
         assert {t.name.split("-")[0] for t in started} == {"write", "commit", "maintenance", "push", "metrics"}
-        assert urllib.request.urlopen(url + "/healthz", timeout=10).read() == b"ok\n"
+        assert urllib.request.urlopen(url + "/healthz", timeout=60).read() == b"ok\n"
 
         running.server.close_streams("the test is stopping the server")  # close's first step: the drain begins
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(url + "/healthz", timeout=10)
+            urllib.request.urlopen(url + "/healthz", timeout=60)
         assert (refused.value.code, refused.value.read()) == (503, b"stopping\n")
         assert client.action(names.HEALTH)["status"] == "stopping"
     finally:
