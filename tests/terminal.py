@@ -52,6 +52,7 @@ class Terminal:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
                 if pid:
                     self.status = os.waitstatus_to_exitcode(status)
+                    self._drain()
                 else:
                     self._read(0.05)
             return self.status is not None
@@ -68,6 +69,18 @@ class Terminal:
             except OSError:
                 return False
         return True
+
+    def _drain(self) -> None:
+        """Add what an exited child wrote that is still in the pty (flight_cli ends at once after
+        its last line: the line may not have been read yet)."""
+        while select.select([self.fd], [], [], 0)[0]:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                return  # EIO: all of it was read
+            if not data:
+                return
+            self.screen += data
 
     def stop(self) -> None:
         if self.status is None:

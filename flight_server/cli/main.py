@@ -12,7 +12,7 @@ import os
 import sys
 
 from flight_server.cli.args import FAILED, INTERRUPTED, NOT_FOUND, OK, USAGE, CliError
-from flight_server.cli.parser import build_parser
+from flight_server.cli.parser import build_parser, command_in
 
 __all__ = ["build_parser", "main"]
 
@@ -35,7 +35,7 @@ def _command(spec: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(command_in(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if args.version_uri is not None and not args.version:
         parser.error("--uri before a command goes with --version only: put it after the command "

@@ -6,7 +6,8 @@ equal to it). Bodies and results are frozen dataclasses with `to_json` / `from_j
 builds each body as a value (`ProducerStateBody("db.t", "p")`), never as a dict literal, and reads
 each result as one (`ProducerState.from_json(...).last_seq`); the server's handlers return them.
 Every action's result is typed, `stats` too (its push partitions, durable writes, maintenance,
-staged writes and Paimon tables), so a key lives here and nowhere else.
+staged writes and Paimon tables), so a key lives here and nowhere else. Each class becomes its
+dataclass at its first use (`@message`): a client command builds the few it uses, not all fifty.
 
 `from_json` checks the keys (required ones present; unknown ones refused where the action says
 so; a result's unknown keys are left out, for a newer server); the values' meaning (a table name,
@@ -17,6 +18,7 @@ to send.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -27,12 +29,41 @@ from flight_server.wire.errors import InvalidRequest
 READ, WRITE, ADMIN = "read", "write", "admin"  # the grants (flight_server.auth decides who holds them)
 
 
+_DECLARED: set[type] = set()  # the @message classes
+_MADE: set[type] = set()  # those made dataclasses
+_MAKING = threading.Lock()
+
+
+def message(cls: type) -> type:
+    """`@dataclass(frozen=True)`, applied at the class's first use (its first instance, unpickled
+    ones too, or `from_json`): Python 3.11 compiles six functions for each dataclass, and making
+    all fifty at import cost a client command 0.05-0.1 s of CPU at start-up."""
+    _DECLARED.add(cls)
+    return cls
+
+
+def made(cls: type) -> type:
+    """`cls`, a @message class, as its dataclass (made now if this is its first use)."""
+    if cls not in _MADE:
+        with _MAKING:
+            if cls not in _MADE:
+                if cls not in _DECLARED:
+                    raise TypeError(f"{cls.__name__} is not a message: declare it with @message")
+                dataclass(frozen=True)(cls)
+                _MADE.add(cls)
+    return cls
+
+
 class Message:
     """A body or result: its JSON keys are the field names, in their order."""
 
     STRICT: ClassVar[bool] = False  # refuse keys the action does not take
     # Fields holding other messages: field name -> the function that reads its JSON value.
     NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    def __new__(cls, *args, **kwargs):
+        # Every instance is made here, unpickled ones too; the dataclass's __init__ then runs on it.
+        return object.__new__(made(cls))
 
     def to_json(self) -> dict:
         return {f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -41,7 +72,7 @@ class Message:
     def from_json(cls, value: dict, action: str = ""):
         if not isinstance(value, dict):
             raise InvalidRequest(f"Action {action!r}: expected a JSON object, got {type(value).__name__}.")
-        fields = dataclasses.fields(cls)
+        fields = dataclasses.fields(made(cls))
         known = {f.name for f in fields}
         if cls.STRICT:
             unknown = sorted(set(value) - known)
@@ -88,7 +119,7 @@ class Body(Message):
                 out[f.name] = value
         return out
 
-@dataclass(frozen=True)
+@message
 class RegisterBody(Body):
     name: str
     schema: str  # base64 of the Arrow IPC schema
@@ -100,14 +131,14 @@ class RegisterBody(Body):
     idle_timeout_s: object = None
 
 
-@dataclass(frozen=True)
+@message
 class FailBody(Body):
     name: str
     message: object = None
     partition: object = None
 
 
-@dataclass(frozen=True)
+@message
 class DropBody(Body):
     """Exactly one of `name` (a push table) or `table` (a Paimon table)."""
 
@@ -115,51 +146,51 @@ class DropBody(Body):
     table: object = None
 
 
-@dataclass(frozen=True)
+@message
 class CommitBody(Body):
     name: str
     offsets: dict  # {"P": seq}
     discard: object = False
 
 
-@dataclass(frozen=True)
+@message
 class StatsBody(Body):
     name: object = None  # a push table
     table: object = None  # or a Paimon table DB.TABLE: what it holds, read from the table
 
 
-@dataclass(frozen=True)
+@message
 class OffsetsBody(Body):
     name: str  # a push table
     timestamp_ms: object = None  # epoch ms: each partition's first held batch appended at or after it
 
 
-@dataclass(frozen=True)
+@message
 class TableBody(Body):
     """A body naming one Paimon table: latest_snapshot."""
 
     table: str
 
 
-@dataclass(frozen=True)
+@message
 class ConsumerBody(Body):
     table: str
     consumer_id: str
 
 
-@dataclass(frozen=True)
+@message
 class ConsumerCommitBody(Body):
     table: str
     consumer_id: str
     next_snapshot: int
 
 
-@dataclass(frozen=True)
+@message
 class HealthBody(Body):
     pass
 
 
-@dataclass(frozen=True)
+@message
 class CreateTableBody(Body):
     STRICT: ClassVar[bool] = True
     table: str
@@ -169,13 +200,13 @@ class CreateTableBody(Body):
     options: object = None
 
 
-@dataclass(frozen=True)
+@message
 class ProducerStateBody(Body):
     table: str
     producer: str
 
 
-@dataclass(frozen=True)
+@message
 class FindSnapshotBody(Body):
     """Exactly one of `timestamp_millis` or `tag`."""
 
@@ -185,7 +216,7 @@ class FindSnapshotBody(Body):
     tag: object = None
 
 
-@dataclass(frozen=True)
+@message
 class CompactBody(Body):
     STRICT: ClassVar[bool] = True
     table: str
@@ -193,7 +224,7 @@ class CompactBody(Body):
     partitions: object = None  # [{"col": "value"}, ...]: Paimon's 'partitions' ('col=v1;col=v2')
 
 
-@dataclass(frozen=True)
+@message
 class ExpireSnapshotsBody(Body):
     STRICT: ClassVar[bool] = True
     table: str
@@ -203,7 +234,7 @@ class ExpireSnapshotsBody(Body):
     max_deletes: object = None  # expire at most this many snapshots (Paimon's max_deletes)
 
 
-@dataclass(frozen=True)
+@message
 class RemoveOrphanFilesBody(Body):
     STRICT: ClassVar[bool] = True
     table: str
@@ -211,7 +242,7 @@ class RemoveOrphanFilesBody(Body):
     dry_run: object = None  # true: list what would be deleted, delete nothing (Paimon's dry_run)
 
 
-@dataclass(frozen=True)
+@message
 class CommitStagedBody(Body):
     STRICT: ClassVar[bool] = True
     table: str
@@ -221,14 +252,14 @@ class CommitStagedBody(Body):
     seq: object = None
 
 
-@dataclass(frozen=True)
+@message
 class AbortStagedBody(Body):
     STRICT: ClassVar[bool] = True
     table: str
     stage: str
 
 
-@dataclass(frozen=True)
+@message
 class CreateTagBody(Body):
     """Paimon's create_tag procedure: (table, tag, snapshot?, time_retained?)."""
 
@@ -239,7 +270,7 @@ class CreateTagBody(Body):
     time_retained: object = None  # a duration as Paimon's ('1 d', '12 h'), written into the tag
 
 
-@dataclass(frozen=True)
+@message
 class DeleteTagBody(Body):
     """Paimon's delete_tag procedure: (table, tag), `tag` one name or several comma-separated."""
 
@@ -248,7 +279,7 @@ class DeleteTagBody(Body):
     tag: str
 
 
-@dataclass(frozen=True)
+@message
 class SchemaChange(Body):
     """One of Paimon's schema changes: `change` is its name (`CHANGE_KEYS`), the other keys what it
     takes. Build them with the constructors below (`SchemaChange.add_column("email", "string")`)."""
@@ -313,7 +344,7 @@ CHANGE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-@dataclass(frozen=True)
+@message
 class AlterTableBody(Body):
     """Paimon's ALTER TABLE: `changes` (SchemaChange JSON objects) applied in order, as one schema change."""
 
@@ -324,12 +355,12 @@ class AlterTableBody(Body):
 
 # -- results --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@message
 class Empty(Message):
     pass
 
 
-@dataclass(frozen=True)
+@message
 class Registered(Message):
     name: str
     partitions: int
@@ -339,20 +370,20 @@ class Registered(Message):
 
 
 
-@dataclass(frozen=True)
+@message
 class Snapshots(Message):
     snapshot_id: int | None = None
     earliest_snapshot_id: int | None = None
 
 
 
-@dataclass(frozen=True)
+@message
 class ConsumerProgress(Message):
     next_snapshot: int | None = None
 
 
 
-@dataclass(frozen=True)
+@message
 class Health(Message):
     status: str  # "serving" | "stopping"
     push_tables: int
@@ -362,13 +393,13 @@ class Health(Message):
 
 
 
-@dataclass(frozen=True)
+@message
 class ProducerState(Message):
     last_seq: int | None = None
 
 
 
-@dataclass(frozen=True)
+@message
 class FoundSnapshot(Message):
     """By time: `at_or_before` / `at_or_after`; by tag: `snapshot_id`."""
 
@@ -382,7 +413,7 @@ class FoundSnapshot(Message):
         return {"at_or_before": self.at_or_before, "at_or_after": self.at_or_after}
 
 
-@dataclass(frozen=True)
+@message
 class StagedCommit(Message):
     """The snapshot holding the stage's rows (null when there were none); `skipped` when the
     producer's seq was committed before (a replay): nothing was added."""
@@ -392,24 +423,24 @@ class StagedCommit(Message):
     skipped: bool = False
 
 
-@dataclass(frozen=True)
+@message
 class StagedAbort(Message):
     attempts: int = 0
     files_deleted: int = 0
 
 
-@dataclass(frozen=True)
+@message
 class TagCreated(Message):
     tag: str
     snapshot: int
 
 
-@dataclass(frozen=True)
+@message
 class TagsDeleted(Message):
     deleted: list  # the tags deleted, in the order named
 
 
-@dataclass(frozen=True)
+@message
 class TableCreated(Message):
     """The Paimon table as created: its schema as `list` prints it, its keys, and every option."""
 
@@ -420,7 +451,7 @@ class TableCreated(Message):
     options: dict
 
 
-@dataclass(frozen=True)
+@message
 class TableAltered(Message):
     """A Paimon table after alter_table: its new schema id, its columns as `list` prints them, the
     comments of those that have one, and its options."""
@@ -432,7 +463,7 @@ class TableAltered(Message):
     options: dict
 
 
-@dataclass(frozen=True)
+@message
 class Compacted(Message):
     """What a compaction did: its COMPACT snapshots, the files it rewrote into fewer (and their
     bytes), and the primary-key files it moved to another level without a rewrite."""
@@ -450,7 +481,7 @@ class Compacted(Message):
                          self.upgraded + other.upgraded)
 
 
-@dataclass(frozen=True)
+@message
 class SnapshotsExpired(Message):
     expired: int = 0
     first_kept: int | None = None
@@ -458,7 +489,7 @@ class SnapshotsExpired(Message):
     consumers_removed: list = dataclasses.field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@message
 class OrphansRemoved(Message):
     """A dry run also lists what it would delete (`would_delete`, `would_delete_bytes`), and deletes nothing."""
 
@@ -475,7 +506,7 @@ class OrphansRemoved(Message):
         return out
 
 
-@dataclass(frozen=True)
+@message
 class PartitionOffsets(Message):
     """Where a push partition's log stands: batches [committed, next_seq) are held (readable by
     replay ranges); `state` open, eof or failed."""
@@ -486,7 +517,7 @@ class PartitionOffsets(Message):
     at_timestamp: int | None = None  # with the body's timestamp_ms: the first held batch appended then or later
 
 
-@dataclass(frozen=True)
+@message
 class PushOffsets(Message):
     """The `offsets` of a push table, per partition ("P": its number as a string)."""
 
@@ -496,7 +527,7 @@ class PushOffsets(Message):
 
 # -- the result of stats --------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@message
 class PartitionStats(Message):
     """One push partition, as its log counts it."""
 
@@ -519,7 +550,7 @@ class PartitionStats(Message):
     error: str | None
 
 
-@dataclass(frozen=True)
+@message
 class PushTableStats(Message):
     NESTED = {"partitions": _each(PartitionStats)}
     schema: str  # as `list` prints it
@@ -530,7 +561,7 @@ class PushTableStats(Message):
     partitions: dict[str, PartitionStats]
 
 
-@dataclass(frozen=True)
+@message
 class PaimonWriteStats(Message):
     """A Paimon table's durable writes through this server."""
 
@@ -549,7 +580,7 @@ class PaimonWriteStats(Message):
     maintenance_commit_ms_max: float  # the longest: how far one held a group commit back
 
 
-@dataclass(frozen=True)
+@message
 class LastCompaction(Message):
     """A table's last compaction that committed, and when (JSON: `at_ms` beside the result's keys)."""
 
@@ -564,7 +595,7 @@ class LastCompaction(Message):
         return cls(value["at_ms"], Compacted.from_json({k: v for k, v in value.items() if k != "at_ms"}, action))
 
 
-@dataclass(frozen=True)
+@message
 class LastExpiry(Message):
     """A table's last expiry that expired snapshots, and when (as `LastCompaction`)."""
 
@@ -579,7 +610,7 @@ class LastExpiry(Message):
         return cls(value["at_ms"], SnapshotsExpired.from_json({k: v for k, v in value.items() if k != "at_ms"}, action))
 
 
-@dataclass(frozen=True)
+@message
 class MaintenanceStats(Message):
     """What this server's maintenance did to a table since it started; `due` while a round (or the
     settling round after its last commit) is wanted or running."""
@@ -603,7 +634,7 @@ class MaintenanceStats(Message):
     due: bool
 
 
-@dataclass(frozen=True)
+@message
 class StagedStats(Message):
     """One stage's attempts staged on this server and not yet committed or discarded; `committing`
     while its commit_staged runs."""
@@ -613,7 +644,7 @@ class StagedStats(Message):
     committing: bool = False
 
 
-@dataclass(frozen=True)
+@message
 class PaimonTableStats(Message):
     """A Paimon table as read from the table: the same on any server, and after a restart."""
 
@@ -634,7 +665,7 @@ class PaimonTableStats(Message):
     consumers: dict  # consumer id -> the next snapshot it reads
 
 
-@dataclass(frozen=True)
+@message
 class Stats(Message):
     """The `stats` result: push tables (`push`, absent when a Paimon `table` was asked for, which
     is in `paimon`), and this server's durable writes, maintenance and staged writes."""
