@@ -79,7 +79,7 @@ class BatchReader(DataSourceReader):
     def _push(self, filters):
         # Asked for by the read (PySpark 4.3 can hand a planning's filters to reads they were not
         # planned for: spark_reader/README.md); a changelog's -U/-D rows are left to Spark.
-        if self.opts.table and self.opts.filter_pushdown and not self.opts.changelog:
+        if self.opts.table and self.opts.filter_pushdown and not (self.opts.changelog or self.opts.system):
             self.filter = pushdown.conditions(filters, self.spark_schema)
         return filters  # Spark applies every filter: the server's pruning only has to be a superset
 

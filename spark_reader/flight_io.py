@@ -71,8 +71,9 @@ def paimon_info(client: Client, opts: Options, request: PaimonRequest) -> flight
 
 
 def paimon_base(opts: Options) -> PaimonRequest:
-    """What every Paimon read of this query asks besides its positions: the table, and its changelog."""
-    return PaimonRequest(opts.table, changelog=bool(opts.changelog))
+    """What every Paimon read of this query asks besides its positions: the table, its changelog, and
+    the system table of it (`db.t$audit_log`: the server reads it as Java Paimon's AuditLogTable)."""
+    return PaimonRequest(opts.table, changelog=bool(opts.changelog), system=opts.system)
 
 
 def spark_schema(info: flight.FlightInfo) -> pa.Schema:

@@ -63,7 +63,8 @@ class Options:
     consumer_id: str | None = None
     timestamp_millis: int | None = None  # scan.timestamp-millis, or scan.timestamp read as epoch ms
     tag_name: str | None = None  # scan.tag-name: resolved to its snapshot on the driver
-    changelog: bool = False  # read.changelog, or a "db.t$audit_log" table: a leading `rowkind` column
+    changelog: bool = False  # read.changelog: a leading `rowkind` column
+    system: str | None = None  # "audit_log" for "db.t$audit_log": the server reads Paimon's system table
     max_snapshots_per_trigger: int | None = None
     max_rows_per_trigger: int | None = None
     min_rows_per_trigger: int | None = None
@@ -89,7 +90,9 @@ class Options:
 
     @property
     def target(self) -> str:
-        return f"Paimon table {self.table!r}" if self.table else f"push table {self.push!r}"
+        if self.table:
+            return f"Paimon table {self.table + (f'${self.system}' if self.system else '')!r}"
+        return f"push table {self.push!r}"
 
 
 def parse(raw: Mapping[str, str]) -> Options:
@@ -141,7 +144,8 @@ def parse(raw: Mapping[str, str]) -> Options:
         consumer_id=opts.get("consumer-id") or None,
         timestamp_millis=_timestamp_millis(opts),
         tag_name=opts.get("scan.tag-name") or None,
-        changelog=audit_log or _flag(opts, "read.changelog", False),
+        changelog=_flag(opts, "read.changelog", False),
+        system=AUDIT_LOG[1:] if audit_log else None,
         max_snapshots_per_trigger=_number(opts, "read.stream.maxsnapshotspertrigger", int),
         max_rows_per_trigger=_number(opts, "read.stream.maxrowspertrigger", int),
         min_rows_per_trigger=_number(opts, "read.stream.minrowspertrigger", int),
