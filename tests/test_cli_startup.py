@@ -49,7 +49,7 @@ def test_list_builds_no_action_types_and_sets_up_logging_only_when_a_record_come
     modules = imported("list", "--uri", server_process.uri)
     assert "producers.client" in modules
     assert [m for m in modules if m.startswith(("flight_server.wire.actions", "structlog", "tenacity", "asyncio",
-                                                "flight_server.wire.allocator"))] == []
+                                                "flight_server.wire.allocator", "difflib"))] == []
     script = ("import logging, sys\n"
               "from flight_server.cli import logs\n"
               "logs.configure_on_first_record('info')\n"

@@ -4,7 +4,6 @@ import nothing heavy (no pyarrow, pypaimon or the server)."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import time
 
@@ -114,6 +113,8 @@ def choice(value: str, choices, flag: str) -> str:
     """`value` if it is one of `choices`, else a usage error that suggests the nearest ("did you mean")."""
     if value in choices:
         return value
+    import difflib  # only for the mistake: every command's start-up imports this module
+
     near = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
     raise CliError(f"{flag} {value!r} is not one of {', '.join(choices)}" + (f"; did you mean {near[0]!r}?" if near else "."))
 
