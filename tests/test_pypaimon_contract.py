@@ -56,7 +56,7 @@ PRIVATE_CALLABLES = {
 }
 # Private instance attributes compat reads (checked on real objects in
 # test_the_attributes_compat_reads_and_sets_are_there).
-PRIVATE_ATTRIBUTES = {"_prefetch_executor", "_file_io", "_buffer"}
+PRIVATE_ATTRIBUTES = {"_prefetch_executor", "_file_io", "_buffer", "_native_writer", "_python_writer"}
 
 # Signatures compat calls with: (module, qualified name) -> (the leading parameters it passes by
 # position, the ones it passes by name). Read from pypaimon 2.1.0.
@@ -556,6 +556,41 @@ def test_manifests_an_older_paimon_wrote_read_with_their_absent_fields_defaulted
         commit.close()
     got = rb.new_read().to_arrow(table.new_read_builder().new_scan().plan().splits())
     assert sorted(got.column("id").to_pylist()) == list(range(25))
+
+
+def test_a_native_writer_numbers_on_from_its_restore_and_compats_writers_follow_other_writers(wh):
+    """pypaimon-rust's stream writer numbers a bucket's rows on from what it restored when it first
+    wrote it: after another writer's commit its rows sort before that commit's, and its update is
+    lost. compat.native_write_table's writers are made anew under it at their next write after
+    such a commit (its NativeTableWrite has `_native_writer` and `_python_writer` None). When the
+    native writer follows other commits itself, `_follow_other_writers` has nothing left to do."""
+    name = wh.create("follow", buckets=1, primary_keys=["id"])
+    table = wh.catalog.get_table(name)
+
+    def names() -> dict[int, str]:
+        got = wh.read(name)
+        return dict(zip(got.column("id").to_pylist(), got.column("name").to_pylist()))
+
+    for native, expected in ((table.copy({"write.native.enabled": "true"}), "b"), (compat.native_write_table(table), "c")):
+        builder = native.new_stream_write_builder()
+        write, commit = builder.new_write(), builder.new_commit()
+        try:
+            assert write._python_writer is None and write._native_writer is not None
+            write.write_arrow(rows(0, 2, tag="a"))
+            commit.commit(write.prepare_commit(0), 0)
+            inner = write._native_writer
+            write.write_arrow(rows(1, 1, tag="a"))  # after its own commit only: the same writer
+            assert write._native_writer is inner
+            commit.commit(write.prepare_commit(1), 1)
+            commit_arrow(table, rows(2, 4, tag="x"))  # another writer (pypaimon's own) numbers on past
+            commit_arrow(table, rows(0, 2, tag="b"))  # this writer's next numbers, and updates its keys
+            write.write_arrow(rows(0, 1, tag="c"))
+            assert (write._native_writer is inner) == (expected == "b")
+            commit.commit(write.prepare_commit(2), 2)
+        finally:
+            write.close()
+            commit.close()
+        assert names()[0] == f"{expected}0", f"with {'compat' if expected == 'c' else 'the native writer alone'}"
 
 
 def test_the_native_writer_leaves_out_the_key_columns_and_compats_writers_add_them(wh):

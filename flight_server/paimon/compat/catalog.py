@@ -196,19 +196,20 @@ def native_write_table(table):
 
     A primary-key table's writers (of either builder) give the files they wrote the key columns
     before their commit messages are handed out (`merge_tree.add_key_columns`): the native writer
-    leaves them out, and Paimon before 1.0 cannot read such files. Only this copy of the table,
-    its builders and their writers change (their own methods); no class.
+    leaves them out, and Paimon before 1.0 cannot read such files. And they follow other writers'
+    commits (`_follow_other_writers`). Only this copy of the table, its builders and their writers
+    change (their own methods); no class.
 
     Read from pypaimon 2.1.0: the `write.native.enabled` option, `table.copy(options)`;
     `new_stream_write_builder()` and `new_batch_write_builder()`, their `new_write()`, and its
     `prepare_commit(...)` returning CommitMessages."""
     native = table.copy({"write.native.enabled": "true"})
     if table.primary_keys:
-        _with_key_columns(native)
+        _wrap_primary_key_writers(native)
     return native
 
 
-def _with_key_columns(table) -> None:
+def _wrap_primary_key_writers(table) -> None:
     """See `native_write_table`. Read from pypaimon 2.1.0: see `native_write_table`."""
     from flight_server.paimon.compat.merge_tree import add_key_columns
 
@@ -220,10 +221,12 @@ def _with_key_columns(table) -> None:
             def wrapped_new_write(*a, **k):
                 writer = new_write(*a, **k)
                 prepare = writer.prepare_commit
+                committed = _follow_other_writers(table, writer, lambda: new_write(*a, **k))
 
                 def prepare_commit(*pa_, **pk):
                     messages = prepare(*pa_, **pk)
                     add_key_columns(table, messages)
+                    committed()
                     return messages
 
                 writer.prepare_commit = prepare_commit
@@ -236,6 +239,65 @@ def _with_key_columns(table) -> None:
 
     table.new_stream_write_builder = wrap_builder(table.new_stream_write_builder)
     table.new_batch_write_builder = wrap_builder(table.new_batch_write_builder)
+
+
+FOLLOWED_SNAPSHOTS = 16  # more snapshots than this since a writer's last look: it is made anew unread
+
+
+def _follow_other_writers(table, writer, fresh):
+    """Make a primary-key table's native `writer` follow what other writers commit; returns the
+    hook its `prepare_commit` calls.
+
+    A writer numbers a bucket's rows on from the highest sequence number it restored, when it
+    first wrote the bucket, and Paimon orders a key's rows by it; a dynamic-bucket writer also
+    keeps the key index it loaded then. A writer that lives across commits (the server's table
+    writers) would, after another writer's commit into the bucket (Java Paimon, another server,
+    a staged job), number its rows below that commit's, so its updates and deletes of those keys
+    were lost, and put a key another writer added to the index into a second bucket. So at the
+    first write after each `prepare_commit`, when a snapshot that is not a compaction was
+    committed since the writer's last look by another commit user, the native writer under it is
+    replaced by a fresh one (`fresh()`, the builder's own `new_write`), which restores the
+    buckets and the index from the latest snapshot. Rows another writer commits while this one
+    holds uncommitted rows are ordered as Paimon orders two concurrent writers: undefined (use
+    `sequence.field`).
+
+    Read from pypaimon 2.1.0: NativeTableWrite's `write_arrow_batch(data, bucket=None)` (its
+    `write_arrow` calls it), `commit_user`, and its private `_native_writer` (the Rust writer,
+    `close()`d; prepared commit messages' files are not its own) and `_python_writer` (None while
+    native); `table.snapshot_manager()`'s `get_latest_snapshot()` and `get_snapshot_by_id(id)`,
+    a Snapshot's `id`, `commit_user` and `commit_kind`."""
+    if getattr(writer, "_python_writer", False) is not None or getattr(writer, "_native_writer", None) is None:
+        return lambda: None  # pypaimon's Python writer: not followed
+    state = {"looked": None, "clean": True}
+    manager = table.snapshot_manager()
+    write_batch = writer.write_arrow_batch
+
+    def others_committed(since: int, latest: int) -> bool:
+        if latest - since > FOLLOWED_SNAPSHOTS:
+            return True
+        for sid in range(since + 1, latest + 1):
+            snapshot = manager.get_snapshot_by_id(sid)
+            if snapshot is None or (snapshot.commit_user != writer.commit_user and snapshot.commit_kind != "COMPACT"):
+                return True  # gone (expired): it may have been another writer's
+        return False
+
+    def write_arrow_batch(data, bucket=None):
+        if state["clean"] and writer._python_writer is None:
+            state["clean"] = False
+            latest = manager.get_latest_snapshot()
+            latest = latest.id if latest is not None else 0
+            if state["looked"] is not None and latest > state["looked"] and others_committed(state["looked"], latest):
+                shell = fresh()
+                old, writer._native_writer, shell._native_writer = writer._native_writer, shell._native_writer, None
+                old.close()
+            state["looked"] = latest
+        return write_batch(data, bucket)
+
+    def committed():
+        state["clean"] = True
+
+    writer.write_arrow_batch = write_arrow_batch
+    return committed
 
 
 def shares_buckets(table) -> bool:
