@@ -272,11 +272,11 @@ def _follow_other_writers(table, writer, fresh):
     manager = table.snapshot_manager()
     write_batch = writer.write_arrow_batch
 
-    def others_committed(since: int, latest: int) -> bool:
-        if latest - since > FOLLOWED_SNAPSHOTS:
+    def others_committed(since: int, latest) -> bool:
+        if latest.id - since > FOLLOWED_SNAPSHOTS:
             return True
-        for sid in range(since + 1, latest + 1):
-            snapshot = manager.get_snapshot_by_id(sid)
+        for sid in range(since + 1, latest.id + 1):
+            snapshot = latest if sid == latest.id else manager.get_snapshot_by_id(sid)
             if snapshot is None or (snapshot.commit_user != writer.commit_user and snapshot.commit_kind != "COMPACT"):
                 return True  # gone (expired): it may have been another writer's
         return False
@@ -285,12 +285,11 @@ def _follow_other_writers(table, writer, fresh):
         if state["clean"] and writer._python_writer is None:
             state["clean"] = False
             latest = manager.get_latest_snapshot()
-            latest = latest.id if latest is not None else 0
-            if state["looked"] is not None and latest > state["looked"] and others_committed(state["looked"], latest):
+            looked, state["looked"] = state["looked"], latest.id if latest is not None else 0
+            if looked is not None and latest is not None and latest.id > looked and others_committed(looked, latest):
                 shell = fresh()
                 old, writer._native_writer, shell._native_writer = writer._native_writer, shell._native_writer, None
                 old.close()
-            state["looked"] = latest
         return write_batch(data, bucket)
 
     def committed():
