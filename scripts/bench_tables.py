@@ -192,10 +192,10 @@ def children_of(pid: int) -> list[int]:
 
 def compare(rounds: int, tables: int, rate: float, rows: int, seconds: float, procs: int, floor_rounds: int) -> dict:
     """Rounds alternating: pypaimon's floor in 2 processes, the server with its commits in this
-    process (--commit-processes 0), and with its defaults (commit workers); commits a second of
+    process (--commit-processes 0), and with 2 commit workers; commits a second of
     each, the servers' as a ratio of the floor's (medians)."""
     variants = {"floor x2": None, "server --commit-processes 0": ("--commit-processes", "0"),
-                "server (commit workers)": ()}
+                "server (commit workers)": ("--commit-processes", "2")}
     results: dict[str, list[dict]] = {v: [] for v in variants}
     for r in range(rounds):
         order = list(variants)[r % 3:] + list(variants)[:r % 3]

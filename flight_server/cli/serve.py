@@ -137,7 +137,7 @@ def cmd_serve(args) -> int:
         raise CliError(f"--maintenance-interval-ms ({args.maintenance_interval_ms}) must be at least 1.")
     threads = {"write_threads": args.write_threads, "write_pool": args.write_pool_threads,
                "commit_threads": args.commit_threads}  # unset: the server's defaults
-    processes = max(1, min(16, os.cpu_count() or 1)) if args.commit_processes is None else args.commit_processes
+    processes = args.commit_processes
     if processes < 0:
         raise CliError(f"--commit-processes ({processes}) must be 0 (in the serving process) or more.")
     if args.commit_interval_ms < 1 or args.commit_bytes < 1 or min(n or 1 for n in threads.values()) < 1:
