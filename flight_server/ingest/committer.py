@@ -459,11 +459,19 @@ class TableCommitter:
         return self._closed is not None
 
     def wrote(self, chunk: list[_Pending], error: BaseException | None) -> None:
-        """A writer lane wrote `chunk` (or failed to: `error`)."""
+        """A writer lane wrote `chunk` (or failed to: `error`). Its step is woken when this is the
+        first written since a seal (a step that ran while the chunk was being written, neither
+        queued nor written, found nothing to commit) or when it makes the group big enough to commit
+        early (a step that ran then waits for the interval)."""
+        pending = self._written_bytes + self._queue.bytes
+        first = not self._written
         self._written.extend(chunk)
-        self._written_bytes += sum(p.nbytes for p in chunk)
+        nbytes = sum(p.nbytes for p in chunk)
+        self._written_bytes += nbytes
         if error is not None:
             self.broke(error)
+        elif first or self.policy.crossed(pending, nbytes):
+            self._pool.wake(self)
 
     def broke(self, error: BaseException) -> None:
         """A write or prepare failed: the writers' state is unknown until its commit step fails the group."""
