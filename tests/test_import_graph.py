@@ -16,7 +16,7 @@ all of them lower, and nothing else:
 | layer | area         | modules                                                        | may import |
 |-------|--------------|----------------------------------------------------------------|------------|
 | 0     | wire         | flight_server/wire/ (the protocol, pyarrow alone)              | - |
-| 1     | core         | flight_server/ `__init__` `source` `tickets` `status` `polling` `limits` `auth` `auth_file` | wire |
+| 1     | core         | flight_server/ `__init__` `source` `tickets` `status` `polling` `limits` `auth` `auth_file` `processes` | wire |
 | 1     | producers    | producers/ (the client package)                                | wire |
 | 2     | push         | flight_server/push/                                            | wire, core |
 | 2     | paimon       | flight_server/paimon/ (compat/: pypaimon's internals)          | wire, core |
@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("flight_server", "producers", "spark_reader", "chaos", "scripts")
 
-CORE = ("__init__", "source", "tickets", "status", "polling", "limits", "auth", "auth_file")
+CORE = ("__init__", "source", "tickets", "status", "polling", "limits", "auth", "auth_file", "processes")
 FRONT = ("server", "actions", "middleware", "metrics")
 SERVER = ("core", "push", "paimon", "ingest", "maintenance", "front")
 

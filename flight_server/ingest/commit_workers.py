@@ -22,7 +22,6 @@ attempt can land.
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import sys
 import threading
 import time
@@ -30,12 +29,12 @@ from dataclasses import dataclass
 
 import structlog
 
+from flight_server import processes
 from flight_server.wire.errors import Unavailable
 
 log = structlog.get_logger(__name__)
 
 POLL_S = 0.2  # a commit waiting for its worker checks this often whether the worker lives
-START_TIMEOUT_S = 120.0
 KEPT_COMMITS = 128  # commit objects a worker keeps (the tables it committed last); another is made anew
 
 
@@ -164,32 +163,19 @@ class _Worker:
         if self._proc is not None and self._proc.is_alive():
             return
         self._stop()
-        ctx = multiprocessing.get_context("spawn")  # never fork a process with gRPC's threads
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, self._warehouse, self._options),
-                           name=f"flight-paimon-commit-{self.index}", daemon=True)
-        proc.start()
-        child.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not parent.poll(POLL_S):
-            if self._closed or time.monotonic() > deadline or not proc.is_alive():
-                proc.kill()
-                proc.join(10)
-                raise Unavailable(f"The commit worker process did not start (exit code {proc.exitcode}); "
-                                  "the commit was not made, resend.")
-        parent.recv()
+        try:
+            proc, parent = processes.start(_serve, (self._warehouse, self._options),
+                                           f"flight-paimon-commit-{self.index}", lambda: self._closed)
+        except processes.NotStarted as e:
+            raise Unavailable(f"The commit worker process did not start ({e}); the commit was not made, "
+                              "resend.") from None
         self._proc, self._conn = proc, parent
         self.started += 1
         log.info("commit_worker_started", pid=proc.pid, worker=self.index)
 
     def _stop(self) -> None:
         proc, conn, self._proc, self._conn = self._proc, self._conn, None, None
-        if conn is not None:
-            conn.close()
-        if proc is not None:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(10)
+        processes.stop(proc, conn)
 
 
 class _Refused(Exception):

@@ -13,19 +13,17 @@ them (once older than its `older_than`), as it does a killed writer's.
 
 from __future__ import annotations
 
-import multiprocessing
 import sys
 import threading
-import time
 
 import structlog
 
+from flight_server import processes
 from flight_server.wire.errors import Unavailable
 
 log = structlog.get_logger(__name__)
 
 POLL_S = 0.2  # a call waiting for the worker checks this often whether the server is closing
-START_TIMEOUT_S = 120.0  # a worker that has not said it is ready by then is killed
 FOOTER_CACHE = "file-format.metadata-cache.max-size"  # pypaimon's catalog option; 0: off
 
 
@@ -99,38 +97,20 @@ class RewriteWorker:
         if self._proc is not None and self._proc.is_alive():
             return
         self._stop()
-        ctx = multiprocessing.get_context("spawn")  # never fork a process with gRPC's threads
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, self._warehouse, self._options),
-                           name="flight-paimon-compaction", daemon=True)
-        proc.start()
-        child.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not parent.poll(POLL_S):  # a server stopping meanwhile does not wait for the start
-            if self._closed or time.monotonic() > deadline or not proc.is_alive():
-                proc.kill()
-                proc.join(10)
-                if self._closed:
-                    raise Unavailable("The server is stopping: maintenance is not run.")
-                if time.monotonic() > deadline:
-                    raise WorkerDied(f"The compaction worker process did not start in {START_TIMEOUT_S:.0f} s.")
-                break  # it died: recv() below says so
         try:
-            parent.recv()
-        except EOFError as e:
-            raise WorkerDied(f"The compaction worker process failed to start (exit code {proc.exitcode}).") from e
+            proc, parent = processes.start(_serve, (self._warehouse, self._options), "flight-paimon-compaction",
+                                           lambda: self._closed)
+        except processes.NotStarted as e:
+            if self._closed:
+                raise Unavailable("The server is stopping: maintenance is not run.") from None
+            raise WorkerDied(f"The compaction worker process did not start: {e}.") from None
         self._proc, self._conn = proc, parent
         self.started += 1
         log.info("compaction_worker_started", pid=proc.pid)
 
     def _stop(self) -> None:
         proc, conn, self._proc, self._conn = self._proc, self._conn, None, None
-        if conn is not None:
-            conn.close()
-        if proc is not None:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(10)
+        processes.stop(proc, conn)
 
 
 def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
