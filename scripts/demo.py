@@ -432,7 +432,8 @@ def start_spark():
 def demo_spark(spark, uri: str, warehouse: str, paimon_table: str | None) -> None:
     from producers.examples.counter import SCHEMA
 
-    section("Spark: batch reads of a Paimon table and a push table, a streaming query over a push table")
+    section("Spark: batch reads of a Paimon table and a push table (bounded, or to the producers' end), "
+            "a streaming query over a push table")
     if paimon_table:
         df = spark.read.format("flight-paimon").option("uri", uri).option("table", paimon_table).load()
         print(f"spark.read {paimon_table}: {df.rdd.getNumPartitions()} partitions, "
@@ -450,8 +451,17 @@ def demo_spark(spark, uri: str, warehouse: str, paimon_table: str | None) -> Non
     producers = [subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_spark_batch",
                                    "--uri", uri, "--partition", str(p), "--batches", "20", "--rows", "500"],
                                   stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT) for p in range(2)]
-    df = spark.read.format("flight-paimon").option("uri", uri).option("push", "demo_spark_batch").load()
-    print(f"spark.read push demo_spark_batch while 2 producers push: {df.count()} rows (expected 20000)")
+    deadline = time.monotonic() + 60
+    while sum(o.next_seq for o in client.offsets("demo_spark_batch").values()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the producers have started
+    reader = spark.read.format("flight-paimon").option("uri", uri).option("push", "demo_spark_batch")
+    started = time.monotonic()
+    held = reader.load().count()
+    print(f"spark.read push demo_spark_batch while 2 producers push (endingOffsets latest, as Kafka's batch "
+          f"source): {held} rows, what the partitions held, in {time.monotonic() - started:.1f} s without waiting "
+          "for the producers")
+    df = reader.option("endingOffsets", "eof").load()
+    print(f"the same with endingOffsets eof (reads until every producer ends): {df.count()} rows (expected 20000)")
     for p in producers:
         p.wait(60)
 
