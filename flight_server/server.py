@@ -112,6 +112,7 @@ class _Call:
 @contextlib.contextmanager
 def _call(server: FlightPaimonServer, method: str, context, streaming: bool = False, **fields):
     """Log and map errors of one RPC; a `streaming` call's stream writes its line when it ends."""
+    server._ready.wait()  # built (microseconds but for a call the very moment the server listens)
     authenticated(context, method)
     try:
         call = _Call(server, method, context, **fields)
@@ -155,6 +156,9 @@ class FlightPaimonServer(flight.FlightServerBase):
         TLS goes through pyarrow's own `tls_certificates`, `verify_client`, `root_certificates`."""
         if auth is not None:
             kwargs["middleware"] = {**kwargs.get("middleware", {}), AUTH: AuthMiddlewareFactory(auth)}
+        # gRPC serves from `super().__init__` on: a call that arrives before the rest is built (a
+        # producer reconnecting the moment a restarted server listens) waits for it (`_call`).
+        self._ready = threading.Event()
         super().__init__(location, **kwargs)
         install_clean_details()
         self.warehouse = warehouse
@@ -179,6 +183,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         host = location.rsplit(":", 1)[0]
         self.uri = f"{host}:{self.port}"
         self.advertise = advertise or [self.uri]
+        self._ready.set()
 
     # -- discovery -----------------------------------------------------------------------
 

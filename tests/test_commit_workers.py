@@ -51,7 +51,8 @@ def test_commits_run_in_the_worker_and_a_killed_worker_loses_and_doubles_nothing
             start = sink.last_seq + 1
             for seq in range(start, 60):
                 sink.write(shared.rows(seq), seq=seq)
-                if seq % 15 == 0 and workers.pids():
+                if seq % 15 == 0:  # the next commit (of the batches in flight) starts a worker after a kill
+                    wait_for(lambda: workers.pids(), "a commit worker to run", timeout=60)
                     os.kill(workers.pids()[0], signal.SIGKILL)
                     killed += 1
         assert killed >= 3

@@ -55,7 +55,7 @@ def pushdown(session, on: bool = True):
 def served_bytes(server, table: str) -> float:
     """Arrow bytes the server has sent of `table` so far (its own metrics)."""
     value = server.server.metrics.registry.get_sample_value(
-        f"{NAMESPACE}_bytes_total", {"kind": "paimon", "table": table, "direction": "out"})
+        f"{NAMESPACE}_table_bytes_total", {"kind": "paimon", "table": table, "direction": "out"})
     return value or 0.0
 
 
