@@ -113,7 +113,7 @@ def test_an_idle_server_stops_its_commit_workers_and_starts_one_at_the_next_comm
         shared.send(client, "db.t", "p", [0])
         wait_for(lambda: not workers.pids(), "the idle server to stop its commit worker", timeout=60)
         assert [a.seq for a in shared.send(client, "db.t", "p", [0, 1])] == [0, 1]
-        assert len(workers.pids()) == 1, "the next commit started a worker again"
+        assert workers.started() == 2, "the next commit started a worker again (which may idle out again since)"
         assert shared.batches_in(client, "db.t") == {0: 50, 1: 50}
     finally:
         client.close()

@@ -77,6 +77,10 @@ class CommitWorkers:
     def pids(self) -> list[int]:
         return [w.pid for w in self._workers if w.pid is not None]
 
+    def started(self) -> int:
+        """Worker processes started so far (a restart after one died or idled counts)."""
+        return sum(w.started for w in self._workers)
+
     def stop_idle(self, idle_s: float, now: float | None = None) -> int:
         """Stop the workers that committed nothing for `idle_s` (their memory goes back; the next
         commit starts one again); returns how many."""
