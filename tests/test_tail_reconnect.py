@@ -43,8 +43,10 @@ class Tail:
 
     def wait_rows(self, n: int, timeout: float = 60) -> list[dict]:
         def enough():
-            assert self.proc.poll() is None or len(self.rows) >= n, f"tail ended: {self.errors}"
-            return len(self.rows) >= n
+            if len(self.rows) >= n:
+                return True
+            assert self.proc.poll() is None, f"tail ended with {len(self.rows)} of {n} rows: {self.errors}"
+            return False
         wait_for(enough, lambda: f"{n} rows from tail (got {len(self.rows)}; stderr {self.errors})", timeout)
         return self.rows
 
