@@ -22,9 +22,9 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from tests.process import ROOT, ServerProcess, child_env
 
@@ -68,10 +68,10 @@ class Scenario:
     group: str
     name: str
     promise: str  # what the run checks, one line for the report
-    fn: Callable[["Context"], Run | None]
+    fn: Callable[[Context], Run | None]
     short: int  # runs in the CI version
     full: int  # runs in the full version
-    setup: Callable[["Context"], object] | None = None
+    setup: Callable[[Context], object] | None = None
 
 
 SCENARIOS: list[Scenario] = []

@@ -8,7 +8,6 @@ from collections import Counter
 
 from chaos.harness import OUTCOMES, Run, Scenario
 
-
 # What these runs found, how it was fixed, and the test that keeps it fixed.
 FOUND = [
     "A server killed while pypaimon rewrote a consumer's progress file (truncate, then write) left it "
@@ -65,7 +64,7 @@ def soak_line(soak: dict) -> str:
 
 
 def markdown(rows, soak: dict | None, command: str, seconds: float) -> str:
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [
         "# Reliability: fault, abuse and soak runs",
         "",

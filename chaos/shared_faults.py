@@ -27,9 +27,17 @@ from pypaimon import CatalogFactory
 from chaos.harness import HANG_S, Context, Run, hang, scenario, wrong_error
 from chaos.ingest_faults import ROWS, named_batches_held, new_table, table_batches
 from flight_server.wire import names
-from flight_server.wire.errors import (
-    Cancelled, FlightPaimonError, NotFound, OutcomeUnknown, TimedOut, Unavailable, WrongState, from_flight)
 from flight_server.wire.actions import StagedCommit
+from flight_server.wire.errors import (
+    Cancelled,
+    FlightPaimonError,
+    NotFound,
+    OutcomeUnknown,
+    TimedOut,
+    Unavailable,
+    WrongState,
+    from_flight,
+)
 from producers import Client
 from producers.examples.events import SCHEMA, batch
 from producers.paimon_sink import retryable
@@ -120,7 +128,7 @@ ALLOWED_DROP_ERRORS = ("table_dropped", "not_found")
 def _drop_and_create_through(client: Client, table: str) -> int:
     """Drop the table (again while another server's writes race the delete, as the refusal asks)
     and create it anew; the drops it took."""
-    for attempt in range(1, 6):
+    for attempt in range(1, 6):  # noqa: B007 - returned after the loop
         try:
             client.drop_table(table)
             break

@@ -126,7 +126,7 @@ def summarise(series, seconds: float, counts: dict, durable_batches: int, missed
     if plot is not None:
         draw(series, plot)
         markdown = f"{summary}.\n\n![server RSS, threads and open files over the soak]({plot.name})"
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return {"ok": ok, "summary": summary, "markdown": markdown, "rss_trend": rss_trend, "when": when,
             "missed": missed, "push_tables": counts.get("push_tables", 0), "push_bad": counts.get("push_bad", 0),
             "durable_batches": durable_batches}

@@ -8,8 +8,7 @@ import json
 import time
 import uuid
 
-from chaos.harness import Context, Run, wrong_error
-from chaos.harness import scenario
+from chaos.harness import Context, Run, scenario, wrong_error
 from chaos.ingest_faults import ROWS, table_batches
 from chaos.push_faults import Drain
 from producers import Client

@@ -14,16 +14,17 @@ from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.table_stats import table_stats
 from flight_server.paimon import compat
-from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
-from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.paimon.warehouse import PaimonSource
 from flight_server.push.registry import PushRegistry
-from flight_server.wire.units import parse_duration_ms, parse_timestamp_ms
 from flight_server.wire import actions as wa
 from flight_server.wire import names
+from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
+from flight_server.wire.requests import check_consumer_id, table_name
 from flight_server.wire.schemas import decode_schema
+from flight_server.wire.units import parse_duration_ms, parse_timestamp_ms
 from flight_server.wire.values import is_int
 from flight_server.wire.version import VERSION
+
 
 @dataclass(frozen=True)
 class ActionContext:

@@ -28,7 +28,11 @@ from dataclasses import dataclass
 
 from flight_server import auth_file
 from flight_server.auth_file import GRANTS, AuthConfigError, token_sha256
-from flight_server.wire.actions import ADMIN, READ, WRITE  # the grants, named once in the wire layer
+from flight_server.wire.actions import (  # the grants, named once in the wire layer
+    ADMIN,
+    READ,
+    WRITE,
+)
 from flight_server.wire.errors import PermissionDenied, Unauthenticated
 
 __all__ = ["ADMIN", "ALLOW_ALL", "GRANTS", "READ", "WRITE", "Access", "AuthConfig", "AuthConfigError", "Grant",

@@ -12,7 +12,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from flight_server.wire.actions import ADMIN, READ, WRITE  # the grants, named once in the wire layer
+from flight_server.wire.actions import (  # the grants, named once in the wire layer
+    ADMIN,
+    READ,
+    WRITE,
+)
 
 GRANTS = (READ, WRITE, ADMIN)
 _KEYS = "keys: name, token_sha256 or token, grants"

@@ -21,20 +21,29 @@ import structlog
 
 from flight_server import actions
 from flight_server.auth import ADMIN, READ, WRITE, Access, AuthConfig
-from flight_server.status import install_clean_details, status_name, to_flight
 from flight_server.ingest.ingest import (
-    COMMIT_THREADS, DEFAULT_COMMIT_BYTES, DEFAULT_COMMIT_INTERVAL_MS, DEFAULT_IDLE_S, DEFAULT_WRITE_THREADS,
-    DEFAULT_WRITERS, Ingest,
+    COMMIT_THREADS,
+    DEFAULT_COMMIT_BYTES,
+    DEFAULT_COMMIT_INTERVAL_MS,
+    DEFAULT_IDLE_S,
+    DEFAULT_WRITE_THREADS,
+    DEFAULT_WRITERS,
+    Ingest,
 )
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.maintenance.maintainer import Maintainer
 from flight_server.maintenance.workers import RewriteWorker
-from flight_server.metrics import DEFAULT_METRICS_MAX_TABLES, DEFAULT_TABLE_WINDOW_S, Metrics
+from flight_server.metrics import (
+    DEFAULT_METRICS_MAX_TABLES,
+    DEFAULT_TABLE_WINDOW_S,
+    Metrics,
+)
 from flight_server.middleware import AUTH, AuthMiddlewareFactory, access, authenticated
 from flight_server.paimon.warehouse import PaimonSource
-from flight_server.push.service import PushSource
 from flight_server.push.registry import PushRegistry
+from flight_server.push.service import PushSource
 from flight_server.source import Items, ReadPlan, Source
+from flight_server.status import install_clean_details, status_name, to_flight
 from flight_server.tickets import DEFAULT_LIFETIME_MS, TicketCodec
 from flight_server.wire import actions as wire_actions
 from flight_server.wire import descriptors, listing, messages, names

@@ -14,7 +14,14 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
 
-from flight_server.wire.errors import STATUSES, FlightPaimonError, Internal, Status, received_status, status_of
+from flight_server.wire.errors import (
+    STATUSES,
+    FlightPaimonError,
+    Internal,
+    Status,
+    received_status,
+    status_of,
+)
 
 log = structlog.get_logger(__name__)
 

@@ -10,12 +10,19 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from flight_server.wire.schemas import encode_schema
 from flight_server.wire import messages, names
-from flight_server.wire.errors import Unavailable, from_flight
-from flight_server.wire.errors import error_message  # noqa: F401  (re-exported for callers)
+from flight_server.wire.errors import (
+    Unavailable,
+    error_message,  # noqa: F401  (re-exported for callers)
+    from_flight,
+)
+from flight_server.wire.schemas import encode_schema
 from producers.credentials import Credentials
-from producers.paimon_sink import DEFAULT_MAX_UNACKED, DEFAULT_MAX_UNACKED_BYTES, PaimonSink
+from producers.paimon_sink import (
+    DEFAULT_MAX_UNACKED,
+    DEFAULT_MAX_UNACKED_BYTES,
+    PaimonSink,
+)
 from producers.sink import TableSink
 
 

@@ -34,10 +34,16 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.wire import messages, names
-from flight_server.wire.errors import Cancelled, CommitRaced, Unavailable, error_message, from_flight
+from flight_server.wire.errors import (
+    Cancelled,
+    CommitRaced,
+    Unavailable,
+    error_message,
+    from_flight,
+)
 from flight_server.wire.schemas import by_name_columns, loosened, name_difference
 from flight_server.wire.values import is_int
-from producers.sink import Slotted, SinkError
+from producers.sink import SinkError, Slotted
 
 log = logging.getLogger(__name__)  # a library: the application configures logging
 

@@ -72,7 +72,7 @@ class Slotted:
                     return False
                 if not self._sender.is_alive():
                     self._raise_if_broken()
-                    raise SinkError(f"The stream to {self.label} is closed.")
+                    raise SinkError(f"The stream to {self.label} is closed.") from None
 
     def _raise_if_broken(self) -> None:
         if self._error is not None:

@@ -43,8 +43,8 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import psutil  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.flight as flight  # noqa: E402
-
 from bench_ingest import SCHEMA, make_batches  # noqa: E402
+
 from flight_server.paimon import compat  # noqa: E402
 from flight_server.wire import messages  # noqa: E402
 from producers import Client  # noqa: E402

@@ -49,9 +49,9 @@ import pyarrow.flight as flight
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.process import ServerProcess, child_env  # noqa: E402
 from flight_server.ingest.committer import DEFAULT_WRITERS  # noqa: E402
 from flight_server.wire import messages  # noqa: E402
+from tests.process import ServerProcess, child_env  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us")), ("user_id", pa.int64()),
                     ("amount", pa.float64()), ("name", pa.string())])

@@ -43,10 +43,10 @@ sys.path.insert(0, ROOT)
 import pyarrow as pa  # noqa: E402
 import pyarrow.flight as flight  # noqa: E402
 
-from tests.process import ServerProcess  # noqa: E402
 from flight_server.paimon import compat  # noqa: E402
 from producers import Client  # noqa: E402
 from producers.examples.events import SCHEMA, batch  # noqa: E402
+from tests.process import ServerProcess  # noqa: E402
 
 TABLES = ("db.kept", "db.raw")
 READS = 7  # full reads of the kept table and its baseline a sample, alternating (a read takes 30-150 ms)
@@ -190,7 +190,7 @@ def parts(runs: int, counts: list[int], batches: int) -> dict:
                 tables = (f"db.parts{n}", f"db.one{n}")
                 for t in tables:
                     client.create_table(t, bi.SCHEMA, options=shape)
-                for commit in range(n):  # n commits of one part each
+                for _ in range(n):  # n commits of one part each
                     _commit(catalog, tables[0], data)
                 _commit(catalog, tables[1], [b for _ in range(n) for b in data])
                 files = catalog.get_table(tables[0]).new_read_builder().new_scan().file_scanner.plan_files()

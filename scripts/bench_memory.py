@@ -47,9 +47,9 @@ allocator.one_malloc_arena()  # as flight_cli's main does, before pyarrow is imp
 
 import psutil  # noqa: E402
 import pyarrow as pa  # noqa: E402
-
 from bench_amplification import Producer  # noqa: E402
 from bench_ingest import SCHEMA  # noqa: E402
+
 from flight_server.cli import logs  # noqa: E402
 from flight_server.server import FlightPaimonServer  # noqa: E402
 from producers import Client  # noqa: E402

@@ -28,12 +28,11 @@ import pyarrow.flight as flight
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.process import ServerProcess  # noqa: E402
-
 from pypaimon import CatalogFactory, Schema  # noqa: E402
 
 from flight_server.wire import messages  # noqa: E402
 from tests.paimon_tables import commit_arrow  # noqa: E402
+from tests.process import ServerProcess  # noqa: E402
 
 CORES = os.cpu_count() or 1
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),

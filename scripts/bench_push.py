@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.process import ServerProcess  # noqa: E402
+
 ROWS = 65536
 COLS = 8  # 8 x int64 x 64k rows = 4 MiB per batch
 

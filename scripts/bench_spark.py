@@ -45,11 +45,10 @@ import pyarrow.compute as pc
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.process import ServerProcess  # noqa: E402
-
 from producers import Client  # noqa: E402
-from tests.paimon_tables import commit_arrow  # noqa: E402
 from scripts.bench_selective import bench_selective, free_port  # noqa: E402
+from tests.paimon_tables import commit_arrow  # noqa: E402
+from tests.process import ServerProcess  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("region", pa.string())])
 # Small split targets make each data file its own split, so a bucket=-1 table plans one

@@ -64,8 +64,8 @@ def role_producers(uri: str, tables: str, rate: str, rows: str, seconds: str) ->
     """One process's producers (a thread a table); prints their ack latencies as JSON."""
     import pyarrow as pa
     import pyarrow.flight as flight
-
     from bench_ingest import SCHEMA, make_batches
+
     from flight_server.wire import messages
 
     batches = make_batches(int(rows), 8, seed=5)
@@ -129,6 +129,7 @@ def cpu_s(pid: int) -> float:
 
 def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_args: tuple[str, ...] = ()) -> dict:
     from bench_ingest import SCHEMA
+
     from producers import Client
     from tests.process import ServerProcess, child_env
 
@@ -222,9 +223,9 @@ def compare(rounds: int, tables: int, rate: float, rows: int, seconds: float, pr
 def floor(tables: int, rounds: int, rows: int) -> dict:
     """pypaimon alone committing a batch into each table in turn (see the module's docstring)."""
     import pyarrow as pa
+    from bench_ingest import SCHEMA, make_batches
     from pypaimon import CatalogFactory
 
-    from bench_ingest import SCHEMA, make_batches
     from flight_server.paimon import compat
 
     with tempfile.TemporaryDirectory(prefix="bench-tables-floor-") as tmp:
@@ -326,6 +327,7 @@ def idle_run(created: int, written: int, rows: int, idle_s: float, idle_timeout:
     from concurrent.futures import ThreadPoolExecutor
 
     from bench_ingest import SCHEMA, make_batches
+
     from producers import Client
     from tests.process import ServerProcess
 

@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
-from tests.process import ServerProcess  # noqa: E402
 from producers import Client  # noqa: E402
 from producers.client import error_message  # noqa: E402
+from tests.process import ServerProcess  # noqa: E402
 
 
 def section(title: str) -> None:
@@ -488,7 +488,6 @@ def demo_spark_connect_and_write_stream(spark, uri: str, table: str) -> None:
     import tempfile
 
     import pyarrow as pa
-
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     from scripts.local_connect import connect_server

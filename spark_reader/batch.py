@@ -25,10 +25,16 @@ from pyspark.sql.types import StructType
 
 from flight_server.wire import names
 from flight_server.wire.requests import PaimonRequest
-from spark_reader.flight_io import (
-    EndpointPartition, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
-)
 from spark_reader import push_range, pushdown
+from spark_reader.flight_io import (
+    EndpointPartition,
+    call,
+    connect,
+    paimon_base,
+    paimon_info,
+    partitions_of,
+    read_partition,
+)
 from spark_reader.options import Options
 
 

@@ -12,14 +12,21 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from flight_server.wire import names
-from spark_reader.batch import BatchReader
 from spark_reader import positions
-from spark_reader.flight_io import SourceError, call, connect, paimon_base, paimon_info, spark_schema
+from spark_reader.batch import BatchReader
+from spark_reader.flight_io import (
+    SourceError,
+    call,
+    connect,
+    paimon_base,
+    paimon_info,
+    spark_schema,
+)
 from spark_reader.options import OptionError, Options, parse
-from spark_reader.stream_paimon import PaimonStreamReader
-from spark_reader.stream_push import PushStreamReader
 from spark_reader.paimon_writer import PaimonBatchWriter, PaimonStreamWriter
 from spark_reader.push_writer import PushStreamWriter, PushWriter
+from spark_reader.stream_paimon import PaimonStreamReader
+from spark_reader.stream_push import PushStreamReader
 
 
 class FlightPaimonDataSource(DataSource):

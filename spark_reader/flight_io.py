@@ -10,9 +10,15 @@ import pyarrow.flight as flight
 from pyspark.sql.datasource import InputPartition
 
 from flight_server.wire import names
-from flight_server.wire.requests import PaimonRequest
 from flight_server.wire.allocator import reuse_batch_buffers
-from flight_server.wire.errors import TimedOut, Unavailable, connection_hint, error_message, from_flight
+from flight_server.wire.errors import (
+    TimedOut,
+    Unavailable,
+    connection_hint,
+    error_message,
+    from_flight,
+)
+from flight_server.wire.requests import PaimonRequest
 from producers import Client
 from producers.client import EndpointReader
 from producers.credentials import Credentials

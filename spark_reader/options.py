@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from flight_server.wire.units import parse_timestamp_ms
 from flight_server.wire import requests
+from flight_server.wire.units import parse_timestamp_ms
 from producers.credentials import Credentials
 
 # One vocabulary with `flight_cli tail --from`, plus Paimon's from-timestamp.

@@ -28,10 +28,20 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.flight as flight
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
 from flight_server.wire import names
-from flight_server.wire.errors import Cancelled, TimedOut, Unavailable, error_message, from_flight
+from flight_server.wire.errors import (
+    Cancelled,
+    TimedOut,
+    Unavailable,
+    error_message,
+    from_flight,
+)
 from flight_server.wire.schemas import by_name_columns, loosened
 from spark_reader.flight_io import SourceError, call, connect
 from spark_reader.options import Options

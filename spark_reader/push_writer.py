@@ -23,7 +23,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.flight as flight
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
 from flight_server.wire import messages, names
 from flight_server.wire.errors import error_message

@@ -11,8 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pyspark.sql import datasource as ds
-from pyspark.sql.types import (BooleanType, ByteType, IntegerType, LongType, ShortType, StringType,
-                               StructType)
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 # Types whose Spark and Paimon comparisons agree and whose values JSON carries exactly (no
 # floating point: NaN orders differently; no dates, timestamps or decimals: not JSON values).
@@ -31,7 +38,7 @@ def conditions(filters: Iterable[ds.Filter], schema: StructType, skip: Iterable[
         if len(attribute) != 1 or not isinstance(types.get(attribute[0]), _EXACT):
             continue
         column, kind = attribute[0], types[attribute[0]]
-        cond = _condition(f, column, lambda v: _fits(v, kind))
+        cond = _condition(f, column, lambda v, kind=kind: _fits(v, kind))
         if cond is not None:
             out.append(cond)
     return tuple(out)

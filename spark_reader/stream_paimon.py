@@ -23,15 +23,26 @@ from dataclasses import replace
 import pyarrow as pa
 import tenacity
 from pyspark.sql.datasource import DataSourceStreamReader
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from flight_server.wire import messages, names
 from flight_server.wire.requests import PaimonRequest
 from spark_reader.batch import arrow_schema
 from spark_reader.flight_io import (
-    EndpointPartition, SourceError, call, connect, paimon_base, paimon_info, partitions_of, read_partition,
+    EndpointPartition,
+    SourceError,
+    call,
+    connect,
+    paimon_base,
+    paimon_info,
+    partitions_of,
+    read_partition,
     spark_schema,
 )
 from spark_reader.options import Options
@@ -123,7 +134,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
 
-    def latestOffset(self, start: dict, limit: ReadLimit = ReadAllAvailable()) -> dict:
+    def latestOffset(self, start: dict, limit: ReadLimit = ReadAllAvailable()) -> dict:  # noqa: B008 - pyspark's own signature
         begin = start[names.SNAPSHOT]
         # Spark asks for the next offset only once the batch ending at `start` is in its commit
         # log; the source's commit() of the last batch comes only at the next start (never, for

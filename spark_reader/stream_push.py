@@ -17,14 +17,25 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from flight_server.wire import names
 from flight_server.wire.actions import PartitionOffsets
-from spark_reader.batch import arrow_schema
-from spark_reader.flight_io import EndpointPartition, SourceError, call, connect, partitions_of, read_partition
 from spark_reader import push_range
+from spark_reader.batch import arrow_schema
+from spark_reader.flight_io import (
+    EndpointPartition,
+    SourceError,
+    call,
+    connect,
+    partitions_of,
+    read_partition,
+)
 from spark_reader.options import EARLIEST, LATEST, Options
 
 log = logging.getLogger(__name__)  # runs inside Spark: Spark's application configures logging
@@ -71,7 +82,7 @@ class PushStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._commit(offsets, discard=True)  # the held batches before the start are not this query's: free them
         return offsets
 
-    def latestOffset(self, start: dict, limit: ReadLimit = ReadAllAvailable()) -> dict:
+    def latestOffset(self, start: dict, limit: ReadLimit = ReadAllAvailable()) -> dict:  # noqa: B008 - pyspark's own signature
         # Spark asks for the next offset only after the batch ending at `start` is in its commit
         # log, and calls commit() only once a next batch exists. Committing `start` here too
         # frees a full partition, whose producer would otherwise wait forever for that batch.

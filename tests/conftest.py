@@ -10,9 +10,9 @@ import time
 import pytest
 from hypothesis import settings
 
-from tests.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
 from flight_server.server import FlightPaimonServer
 from producers import Client
+from tests.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
 
 # Properties are checked by examples, not by their speed: no per-example deadline on a loaded machine.
 settings.register_profile("suite", deadline=None)

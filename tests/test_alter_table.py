@@ -13,8 +13,14 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_server.wire.actions import SchemaChange as C
+from flight_server.wire.errors import (
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    error_message,
+    from_flight,
+)
 from flight_server.wire.type_spec import format_spec
-from flight_server.wire.errors import InvalidRequest, NotFound, PermissionDenied, error_message, from_flight
 from producers import Client
 from tests.paimon_tables import Warehouse, rows
 from tests.process import ServerProcess

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from flight_server.ingest.batch_queue import (COALESCE_BYTES, COALESCE_ROWS, BatchQueue, CommitPolicy,
-                                              default_queue_bytes)
+from flight_server.ingest.batch_queue import (
+    COALESCE_BYTES,
+    COALESCE_ROWS,
+    BatchQueue,
+    CommitPolicy,
+    default_queue_bytes,
+)
 
 
 @dataclass

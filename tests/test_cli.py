@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from producers.examples.counter import SCHEMA, make_batch
 from producers import Client
+from producers.examples.counter import SCHEMA, make_batch
 from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Warehouse, rows
 

@@ -10,9 +10,9 @@ import sys
 import pyarrow as pa
 import pytest
 
-from tests.process import ServerProcess
 from producers import Client
 from tests.conftest import ROOT, child_env
+from tests.process import ServerProcess
 from tests.terminal import Terminal, colours
 
 FALLBACK = "falling back"  # pypaimon's "Native plan failed, falling back to the Python scanner" (or reader)

@@ -70,7 +70,8 @@ def test_commits_run_in_the_worker_and_a_killed_worker_loses_and_doubles_nothing
 def test_a_group_commit_commits_as_its_user_and_is_checked_before_each_attempt(warehouse):
     """compat.GroupCommit, the one commit object of group commits (in a worker or in the server)."""
     from flight_server.paimon import compat
-    from tests.paimon_tables import Warehouse, rows as table_rows
+    from tests.paimon_tables import Warehouse
+    from tests.paimon_tables import rows as table_rows
 
     wh = Warehouse(warehouse)
     table = wh.catalog.get_table(wh.create("g", buckets=-1))

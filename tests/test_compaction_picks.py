@@ -8,7 +8,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from flight_server.maintenance.compaction import pick_runs, sorted_runs, tier_bounds, tier_pick
+from flight_server.maintenance.compaction import (
+    pick_runs,
+    sorted_runs,
+    tier_bounds,
+    tier_pick,
+)
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.maintenance.store import LiveFile
 

@@ -15,9 +15,11 @@ from flight_server.maintenance import store as store_module
 from flight_server.wire import names
 from producers import Client
 from tests.conftest import RunningServer, wait_for
-from tests.test_maintenance import ingest, maintenance, settled
 from tests.paimon_tables import command, read_all
-from tests.test_ingest import SCHEMA as INGEST_SCHEMA, put_raw, rows as ingest_rows
+from tests.test_ingest import SCHEMA as INGEST_SCHEMA
+from tests.test_ingest import put_raw
+from tests.test_ingest import rows as ingest_rows
+from tests.test_maintenance import ingest, maintenance, settled
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -10,7 +10,15 @@ import pytest
 from flight_server.status import status_name, to_flight
 from flight_server.wire import names
 from flight_server.wire.errors import (
-    KINDS, STATUSES, NotFound, TimedOut, Unavailable, WrongState, error_message, from_flight, status_of,
+    KINDS,
+    STATUSES,
+    NotFound,
+    TimedOut,
+    Unavailable,
+    WrongState,
+    error_message,
+    from_flight,
+    status_of,
 )
 from producers.examples.counter import SCHEMA
 from spark_reader.flight_io import SourceError, call, connect

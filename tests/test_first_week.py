@@ -13,7 +13,8 @@ import pytest
 from flight_server.cli import stats as cli_stats
 from flight_server.paimon.compat.options import known_options, misspelt_option
 from flight_server.wire.actions import SchemaChange
-from producers.examples.events import SCHEMA as EVENTS, batch
+from producers.examples.events import SCHEMA as EVENTS
+from producers.examples.events import batch
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from tests.process import ServerProcess
 from flight_server.wire.actions import PartitionOffsets
 from flight_server.wire.errors import PermissionDenied, from_flight
 from producers import Client
 from producers.examples.events import SCHEMA, batch
 from tests.paimon_tables import Warehouse, rows
+from tests.process import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
 

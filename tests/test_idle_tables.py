@@ -12,8 +12,8 @@ import pytest
 
 from producers import Client
 from tests.conftest import RunningServer, wait_for
-from tests.test_shared_tables import WRITE_ONLY, batches_in, send
 from tests.test_ingest import SCHEMA
+from tests.test_shared_tables import WRITE_ONLY, batches_in, send
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -117,8 +117,8 @@ def test_a_named_producer_resumes_and_a_resent_batch_is_not_written_twice(client
 
 
 def test_the_producer_map_survives_a_server_restart(warehouse):
-    from tests.conftest import RunningServer
     from producers import Client
+    from tests.conftest import RunningServer
 
     first = RunningServer(warehouse)
     c = Client(first.uri, timeout=10)
@@ -283,8 +283,8 @@ def test_create_table_errors_name_what_to_fix(client):
 
 
 def test_a_half_close_without_the_end_marker_discards_the_unacked_batches(warehouse):
-    from tests.conftest import RunningServer
     from producers import Client
+    from tests.conftest import RunningServer
 
     running = RunningServer(warehouse, commit_interval_ms=60_000)  # after a commit, the next waits a minute
     try:
@@ -305,8 +305,8 @@ def test_a_half_close_without_the_end_marker_discards_the_unacked_batches(wareho
 
 
 def test_producer_state_on_another_server_follows_the_writes_of_the_first(server, client, warehouse):
-    from tests.conftest import RunningServer
     from producers import Client
+    from tests.conftest import RunningServer
 
     client.create_table("db.t", SCHEMA)
     other = RunningServer(warehouse)
@@ -324,8 +324,8 @@ def test_producer_state_on_another_server_follows_the_writes_of_the_first(server
 
 
 def test_a_second_stream_of_a_producer_fences_the_first_and_nothing_is_written_twice(warehouse):
-    from tests.conftest import RunningServer, wait_for
     from producers import Client
+    from tests.conftest import RunningServer, wait_for
 
     running = RunningServer(warehouse, commit_interval_ms=1000)
     try:

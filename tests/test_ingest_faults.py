@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from tests.process import ROOT, ServerProcess, child_env
 from producers import Client
-from tests.conftest import wait_for
 from producers.examples.events import SCHEMA, batch
+from tests.conftest import wait_for
+from tests.process import ROOT, ServerProcess, child_env
 
 ROWS = 200
 

@@ -17,7 +17,8 @@ from flight_server.wire import names
 from tests.conftest import wait_for
 from tests.java_paimon import java_paimon, java_vm  # noqa: F401  (fixtures)
 from tests.paimon_tables import Follower, command, info, read_all
-from tests.test_spark_paimon import read as spark_read, run_available_now
+from tests.test_spark_paimon import read as spark_read
+from tests.test_spark_paimon import run_available_now
 
 pytestmark = pytest.mark.timeout(1800)  # JVMs: generous for a machine 10x slower
 

@@ -9,12 +9,12 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from tests.process import ServerProcess
 from flight_server.limits import MiB, StreamSlots, TableBudget
 from flight_server.wire.errors import LimitExceeded, PartitionFailed, from_flight
 from producers import Client
 from producers.sink import SinkError
 from tests.conftest import RunningServer, wait_for
+from tests.process import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,7 +16,9 @@ from flight_server.wire.actions import MaintenanceStats
 from producers import Client
 from tests.conftest import RunningServer, wait_for
 from tests.paimon_tables import Follower, Warehouse, command, read_all, rows
-from tests.test_ingest import SCHEMA as INGEST_SCHEMA, put_raw, rows as ingest_rows
+from tests.test_ingest import SCHEMA as INGEST_SCHEMA
+from tests.test_ingest import put_raw
+from tests.test_ingest import rows as ingest_rows
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -254,7 +256,8 @@ def test_a_read_pinned_to_a_snapshot_that_expires_fails_naming_it(client, wareho
 def test_two_servers_ingesting_and_maintaining_one_table_lose_and_double_nothing(warehouse):
     """Both servers commit into one table and both compact and expire it: Paimon's optimistic commit
     lets only one of two conflicting compactions land, and expiry deletes no file a kept snapshot reads."""
-    from producers.examples.events import SCHEMA as EVENTS, batch
+    from producers.examples.events import SCHEMA as EVENTS
+    from producers.examples.events import batch
 
     servers = [RunningServer(warehouse, commit_interval_ms=5) for _ in range(2)]
     for s in servers:

@@ -17,12 +17,12 @@ import pyarrow.flight as flight
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.process import ServerProcess
 from flight_server.wire import names
 from producers import Client
 from producers.examples.counter import SCHEMA, make_batch
 from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Follower, Warehouse, command, rows
+from tests.process import ServerProcess
 
 
 def scrape(url: str) -> dict[tuple, float]:
@@ -157,7 +157,8 @@ def test_every_series_a_busy_server_exposes_is_in_the_readme_by_prometheus_conve
     `paimon` twice, the version is build_info's label, and every `tail -e` (it closes its follow)
     and viewer counts OK, not as a failed call."""
     from flight_server.wire.version import VERSION
-    from producers.examples.events import SCHEMA as EVENTS, batch
+    from producers.examples.events import SCHEMA as EVENTS
+    from producers.examples.events import batch
 
     args = ("--metrics-port", "0", "--commit-interval-ms", "5", "--maintenance-interval-ms", "50")
     with ServerProcess(warehouse, *args) as server:
@@ -200,7 +201,8 @@ def test_every_series_a_busy_server_exposes_is_in_the_readme_by_prometheus_conve
 
 @pytest.mark.timeout(60)
 def test_metrics_count_durable_writes_and_their_group_commits(warehouse):
-    from producers.examples.events import SCHEMA as EVENTS, batch
+    from producers.examples.events import SCHEMA as EVENTS
+    from producers.examples.events import batch
 
     with ServerProcess(warehouse, "--metrics-port", "0") as server:
         url = re.search(r"metrics (http://\S+)/metrics", server.first_line).group(1)
@@ -310,7 +312,8 @@ def test_with_auth_metrics_answer_only_a_principal_with_admin_on_every_table(war
 
 @pytest.mark.timeout(120)
 def test_metrics_show_each_maintained_tables_shape_and_what_maintenance_did(warehouse):
-    from producers.examples.events import SCHEMA as EVENTS, batch
+    from producers.examples.events import SCHEMA as EVENTS
+    from producers.examples.events import batch
 
     args = ("--metrics-port", "0", "--commit-interval-ms", "5", "--maintenance-interval-ms", "50")
     with ServerProcess(warehouse, *args) as server:

@@ -37,7 +37,8 @@ def read_all(client: Client, name: str) -> int:
 
 @pytest.mark.timeout(180)
 def test_per_table_series_go_when_their_tables_idle_past_the_window_and_the_totals_stay(warehouse):
-    from producers.examples.events import SCHEMA as EVENTS, batch
+    from producers.examples.events import SCHEMA as EVENTS
+    from producers.examples.events import batch
 
     now = [1000.0]
     running = RunningServer(warehouse, metrics=True, metrics_table_window_ms=600_000)

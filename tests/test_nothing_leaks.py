@@ -36,7 +36,7 @@ def name_statistics(root: str, snapshot_id: int, name: str) -> None:
     stats = os.path.join(root, "statistics", name)
     if not os.path.exists(stats):
         with open(stats, "w") as f:
-            f.write('{"snapshotId": %d, "schemaId": 0, "mergedRecordCount": 0, "colStats": {}}' % snapshot_id)
+            f.write(f'{{"snapshotId": {snapshot_id}, "schemaId": 0, "mergedRecordCount": 0, "colStats": {{}}}}')
     path = os.path.join(root, "snapshot", f"snapshot-{snapshot_id}")
     with open(path) as f:
         snap = json.load(f)

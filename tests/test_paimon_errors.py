@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_server.wire.requests import parse_command
 from flight_server.wire.errors import InvalidRequest
+from flight_server.wire.requests import parse_command
 from tests.paimon_tables import Warehouse, command, info, rows
 
 

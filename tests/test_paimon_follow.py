@@ -11,7 +11,15 @@ from flight_server.wire import messages
 from producers import Client
 from producers.client import FollowProgress
 from tests.conftest import ServerProcess, wait_for
-from tests.paimon_tables import SCHEMA, Follower, Warehouse, command, info, read_all, rows
+from tests.paimon_tables import (
+    SCHEMA,
+    Follower,
+    Warehouse,
+    command,
+    info,
+    read_all,
+    rows,
+)
 
 POLL = {"poll_interval_ms": 50}
 

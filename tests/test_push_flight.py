@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 import signal
 import subprocess
 import sys
@@ -116,7 +115,7 @@ def test_slow_consumer_sets_the_producers_pace(client):
     watcher = LineWatcher(proc)
     reader = client.flight.do_get(client.info("t").endpoints[0].ticket, options=client.options(60))
     received, producer_done_at = 0, None
-    for chunk in reader:
+    for _chunk in reader:
         received += 1
         if producer_done_at is None and proc.poll() is not None:
             producer_done_at = received

@@ -13,12 +13,17 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from flight_server.wire.errors import Cancelled, InvalidRequest, PartitionFailed, WrongState
 from flight_server.push.log import PartitionLog
-from tests.conftest import wait_for
-from flight_server.wire.schemas import parse_spec, schema_difference
 from flight_server.tickets import PaimonTicket, PushTicket, TicketCodec
+from flight_server.wire.errors import (
+    Cancelled,
+    InvalidRequest,
+    PartitionFailed,
+    WrongState,
+)
 from flight_server.wire.requests import PaimonRequest
+from flight_server.wire.schemas import parse_spec, schema_difference
+from tests.conftest import wait_for
 
 SCHEMA = pa.schema([("id", pa.int64())])
 

@@ -12,12 +12,11 @@ import pyarrow.flight as flight
 import pytest
 from pypaimon import CatalogFactory, Schema
 
-from tests.process import ServerProcess
 from flight_server.paimon.compat import catalog_options
 from producers import Client
-from tests.paimon_tables import commit_arrow
 from tests.conftest import ROOT, child_env, wait_for
-from tests.paimon_tables import SCHEMA, rows, sort_rows
+from tests.paimon_tables import SCHEMA, commit_arrow, rows, sort_rows
+from tests.process import ServerProcess
 
 pytestmark = pytest.mark.timeout(240)
 

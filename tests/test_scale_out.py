@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from tests.process import ServerProcess
 from producers import Client
 from tests.conftest import ROOT, child_env
 from tests.paimon_tables import Warehouse, rows
+from tests.process import ServerProcess
 
 pytestmark = pytest.mark.timeout(240)
 

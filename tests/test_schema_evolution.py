@@ -274,9 +274,10 @@ def evolve_in_three_versions(client, warehouse: str, table: str) -> list[dict]:
     """Files of schema 0, 1 and 2 (ADD, RENAME, DROP and widen int32 to int64 by the server's
     alter_table, then ADD ... AFTER by pypaimon's), a key of a primary-key table written in each;
     returns every row as the table reads them, rows of an append table in any order."""
-    from flight_server.wire import actions as wa
     from pypaimon.schema.data_types import AtomicType
     from pypaimon.schema.schema_change import Move, SchemaChange
+
+    from flight_server.wire import actions as wa
 
     put(client, table, [w0([1, 2])])
     put(client, table, [w0([3])])

@@ -19,12 +19,12 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_server.auth import token_sha256
-from tests.process import ServerProcess
 from flight_server.wire.errors import PermissionDenied, Unauthenticated, from_flight
 from producers import Client
 from scripts.throwaway_ca import write_certs
 from tests.conftest import ROOT, child_env
 from tests.paimon_tables import Warehouse, rows, sort_rows
+from tests.process import ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
 

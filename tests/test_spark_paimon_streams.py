@@ -15,10 +15,8 @@ import pytest
 from pypaimon import Schema
 
 from producers import Client
-
-from tests.paimon_tables import commit_arrow
 from tests.conftest import ROOT, child_env, wait_for
-from tests.paimon_tables import Warehouse, read_all, rows
+from tests.paimon_tables import Warehouse, commit_arrow, read_all, rows
 from tests.test_spark_paimon import delivered, read, run_available_now, start_stream
 
 

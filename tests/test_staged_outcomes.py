@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import closing
 import secrets
 import threading
 import time
+from contextlib import closing
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -21,7 +21,13 @@ from flight_server.ingest.staging import CLOCK_SKEW_MS, STAGE_PROPERTY
 from flight_server.wire import names
 from flight_server.wire.actions import StagedCommit
 from flight_server.wire.errors import (
-    NotFound, OutcomeUnknown, PermissionDenied, Unavailable, WrongState, from_flight)
+    NotFound,
+    OutcomeUnknown,
+    PermissionDenied,
+    Unavailable,
+    WrongState,
+    from_flight,
+)
 from producers import Client
 from producers.examples.events import SCHEMA
 from tests.conftest import wait_for

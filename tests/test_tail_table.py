@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime
-from decimal import Decimal
 import re
 import subprocess
 import sys
+from decimal import Decimal
 
 import pyarrow as pa
 

@@ -5,23 +5,22 @@ names its option."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from flight_server.actions import older_than_ms
-from flight_server.cli.args import CliError
-from flight_server.cli.args import instant_ms
-from flight_server.wire.units import parse_timestamp_ms
+from flight_server.cli.args import CliError, instant_ms
 from flight_server.wire.errors import InvalidRequest
+from flight_server.wire.units import parse_timestamp_ms
 from spark_reader.options import OptionError, parse
 
 pytestmark = pytest.mark.timeout(60)
 
 LONG_MAX = (1 << 63) - 1
-UTC = timezone.utc
+UTC = UTC
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Whole milliseconds from 1970 until the year 9998 (local time then stays within datetime's range).
 MOMENTS = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9998, 12, 31)).map(

@@ -28,7 +28,12 @@ from producers import Client
 from tests.conftest import RunningServer, wait_for
 from tests.paimon_tables import Warehouse
 from tests.process import ServerProcess
-from tests.test_exactly_once_at_any_age import OPTIONS, expire_all_but_latest, ids_of, write_batches
+from tests.test_exactly_once_at_any_age import (
+    OPTIONS,
+    expire_all_but_latest,
+    ids_of,
+    write_batches,
+)
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -14,15 +14,20 @@ import pyarrow.flight as flight
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
 from structlog.testing import capture_logs
 
+from chaos.strategies import LEAKS, OBJECTS, PAIMON_COMMANDS, encode
 from flight_server import actions
 from flight_server.wire import names
-from flight_server.wire.errors import InvalidRequest, NotFound, PartitionFailed, error_message, from_flight
+from flight_server.wire.errors import (
+    InvalidRequest,
+    NotFound,
+    PartitionFailed,
+    error_message,
+    from_flight,
+)
 from flight_server.wire.schemas import encode_schema
 from producers.examples.counter import SCHEMA, make_batch
-from chaos.strategies import LEAKS, OBJECTS, PAIMON_COMMANDS, encode
 from tests.paimon_tables import Warehouse, rows
 
 TYPED = (pa.ArrowInvalid, KeyError, flight.FlightServerError, flight.FlightCancelledError)

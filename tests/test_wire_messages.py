@@ -10,8 +10,19 @@ import pytest
 
 from flight_server.wire import descriptors, messages, names, producer_stream
 from flight_server.wire.errors import InvalidRequest
-from flight_server.wire.requests import PaimonRequest, PushTarget, PushView, ReplayRange, WriteTarget
-from flight_server.wire.values import MAX_BODY_BYTES, MAX_JSON_DEPTH, is_int, parse_json_object
+from flight_server.wire.requests import (
+    PaimonRequest,
+    PushTarget,
+    PushView,
+    ReplayRange,
+    WriteTarget,
+)
+from flight_server.wire.values import (
+    MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
+    is_int,
+    parse_json_object,
+)
 
 pytestmark = pytest.mark.timeout(30)
 

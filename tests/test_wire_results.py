@@ -12,7 +12,8 @@ import pyarrow as pa
 from flight_server.wire import actions as wa
 from flight_server.wire import names
 from flight_server.wire.schemas import encode_schema
-from producers.examples.counter import SCHEMA as PUSH_SCHEMA, make_batch
+from producers.examples.counter import SCHEMA as PUSH_SCHEMA
+from producers.examples.counter import make_batch
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 

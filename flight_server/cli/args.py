@@ -7,7 +7,11 @@ import argparse
 import os
 import time
 
-from flight_server.wire.units import parse_duration_ms, parse_flag_bytes, parse_timestamp_ms
+from flight_server.wire.units import (
+    parse_duration_ms,
+    parse_flag_bytes,
+    parse_timestamp_ms,
+)
 
 DEFAULT_URI = "grpc://127.0.0.1:8815"
 URI_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://", "grpc+unix://")

@@ -93,7 +93,13 @@ def _exit_code(e: Exception, args, where: str) -> int | None:
     import pyarrow as pa
     import pyarrow.flight as flight
 
-    from flight_server.wire.errors import NotFound, Unavailable, connection_hint, error_message, from_flight
+    from flight_server.wire.errors import (
+        NotFound,
+        Unavailable,
+        connection_hint,
+        error_message,
+        from_flight,
+    )
 
     if not isinstance(e, (flight.FlightError, pa.ArrowException, KeyError, ValueError)):
         return None  # a bug: it keeps its traceback

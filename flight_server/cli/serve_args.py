@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from flight_server.cli import args as a
-from flight_server.limits import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_STREAMS, DEFAULT_MAX_TABLES  # no server imports
+from flight_server.limits import (  # no server imports
+    DEFAULT_MAX_PARTITIONS,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_TABLES,
+)
 
 
 def add_serve_arguments(p) -> None:

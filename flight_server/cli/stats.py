@@ -11,7 +11,12 @@ import sys
 from flight_server.cli import pages, targets
 from flight_server.cli.connect import client
 from flight_server.wire import names
-from flight_server.wire.actions import PaimonTableStats, PaimonWriteStats, PushTableStats, Stats
+from flight_server.wire.actions import (
+    PaimonTableStats,
+    PaimonWriteStats,
+    PushTableStats,
+    Stats,
+)
 
 
 def cmd_stats(args) -> int:

@@ -34,13 +34,20 @@ import pyarrow.flight as flight
 from flight_server.cli import targets
 from flight_server.cli.args import CliError, choice, instant_ms
 from flight_server.cli.connect import client as connect
+from flight_server.cli.output import Output
 from flight_server.cli.parser import TAIL_STARTS
 from flight_server.wire import allocator, messages, names
 from flight_server.wire.errors import (
-    Cancelled, NotFound, SchemaChanged, TimedOut, Unavailable, WrongState, error_message, from_flight,
+    Cancelled,
+    NotFound,
+    SchemaChanged,
+    TimedOut,
+    Unavailable,
+    WrongState,
+    error_message,
+    from_flight,
 )
 from flight_server.wire.requests import PaimonRequest, follow_start, split_system
-from flight_server.cli.output import Output
 from producers.client import Client, EndpointReader, FollowProgress, locations_of
 from producers.follow_cursor import FollowCursor, ViewCursor
 

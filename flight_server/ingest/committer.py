@@ -40,7 +40,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import structlog
 
-from flight_server.ingest.batch_queue import BatchQueue, CommitPolicy, default_queue_bytes
+from flight_server.ingest.batch_queue import (
+    BatchQueue,
+    CommitPolicy,
+    default_queue_bytes,
+)
 from flight_server.ingest.chores import Chore
 from flight_server.ingest.commit_pool import CommitPool
 from flight_server.ingest.commit_workers import CommitRequest, CommitWorkers, WorkerDied
@@ -54,7 +58,14 @@ from flight_server.ingest.writer_pool import WriterPool
 from flight_server.paimon import compat
 from flight_server.wire import allocator
 from flight_server.wire.errors import (
-    Cancelled, CommitFailed, CommitRaced, FlightPaimonError, InvalidRequest, TableReplaced, Unavailable, WrongState,
+    Cancelled,
+    CommitFailed,
+    CommitRaced,
+    FlightPaimonError,
+    InvalidRequest,
+    TableReplaced,
+    Unavailable,
+    WrongState,
 )
 
 log = structlog.get_logger(__name__)

@@ -19,11 +19,15 @@ import structlog
 
 from flight_server.ingest.commit_pool import COMMIT_THREADS, CommitPool
 from flight_server.ingest.commit_workers import CommitWorkers
-from flight_server.ingest.committer import DEFAULT_WRITERS, SETTLE_TIMEOUT_S, TableCommitter
-from flight_server.ingest.write_stream import END, WriteStream
+from flight_server.ingest.committer import (
+    DEFAULT_WRITERS,
+    SETTLE_TIMEOUT_S,
+    TableCommitter,
+)
 from flight_server.ingest.conform import Conformer
-from flight_server.ingest.writer_pool import DEFAULT_WRITE_THREADS, WriterPool
 from flight_server.ingest.staging import Staging
+from flight_server.ingest.write_stream import END, WriteStream
+from flight_server.ingest.writer_pool import DEFAULT_WRITE_THREADS, WriterPool
 from flight_server.paimon import compat
 from flight_server.paimon.warehouse import PaimonSource
 from flight_server.wire import allocator, messages, producer_stream

@@ -40,7 +40,13 @@ from flight_server.ingest.conform import Conformer
 from flight_server.paimon import compat
 from flight_server.wire import messages, producer_stream
 from flight_server.wire.errors import (
-    InvalidRequest, NotFound, OutcomeUnknown, PermissionDenied, Unavailable, WrongState)
+    InvalidRequest,
+    NotFound,
+    OutcomeUnknown,
+    PermissionDenied,
+    Unavailable,
+    WrongState,
+)
 from flight_server.wire.requests import WriteTarget, stage_started_ms
 
 log = structlog.get_logger(__name__)

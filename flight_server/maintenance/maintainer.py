@@ -23,7 +23,12 @@ from flight_server.maintenance.store import TableStore
 from flight_server.maintenance.workers import RewriteWorker
 from flight_server.paimon.warehouse import PaimonSource
 from flight_server.wire.actions import (
-    Compacted, LastCompaction, LastExpiry, MaintenanceStats, OrphansRemoved, SnapshotsExpired,
+    Compacted,
+    LastCompaction,
+    LastExpiry,
+    MaintenanceStats,
+    OrphansRemoved,
+    SnapshotsExpired,
 )
 from flight_server.wire.errors import InvalidRequest, Unavailable
 

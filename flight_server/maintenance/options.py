@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flight_server.wire.units import parse_bytes, parse_duration_ms
 from flight_server.wire.errors import InvalidRequest
-
+from flight_server.wire.units import parse_bytes, parse_duration_ms
 
 CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
 

@@ -27,12 +27,18 @@ import pyarrow as pa
 import structlog
 
 from flight_server.paimon import compat
-from flight_server.polling import Slices
-from flight_server.wire.errors import Cancelled, NotFound, SchemaChanged, Unavailable, WrongState
 from flight_server.paimon.scope import select_splits, ticket_buckets
+from flight_server.polling import Slices
 from flight_server.tickets import PaimonTicket
-from flight_server.wire.requests import PaimonRequest
 from flight_server.wire import messages, names
+from flight_server.wire.errors import (
+    Cancelled,
+    NotFound,
+    SchemaChanged,
+    Unavailable,
+    WrongState,
+)
+from flight_server.wire.requests import PaimonRequest
 
 log = structlog.get_logger(__name__)
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import structlog
 
-from flight_server.paimon import alter, compat, create
-from flight_server.paimon import follow
+from flight_server.paimon import alter, compat, create, follow
 from flight_server.paimon.guard import FilterGuard
 from flight_server.paimon.pins import SnapshotPins
 from flight_server.paimon.scope import Scope, bucket_set, select_splits, ticket_buckets

@@ -25,11 +25,17 @@ from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
+from flight_server.limits import mib
 from flight_server.polling import Slices
 from flight_server.push.view import PartitionView
-from flight_server.limits import mib
 from flight_server.wire.actions import PartitionOffsets, PartitionStats
-from flight_server.wire.errors import Cancelled, InvalidRequest, LimitExceeded, PartitionFailed, WrongState
+from flight_server.wire.errors import (
+    Cancelled,
+    InvalidRequest,
+    LimitExceeded,
+    PartitionFailed,
+    WrongState,
+)
 
 MAX_NAMED_PRODUCERS = 4096  # per partition: the dedupe state a named producer leaves behind
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from flight_server.limits import TableBudget
+from flight_server.push.log import PartitionLog
 from flight_server.wire import allocator
 from flight_server.wire.actions import PushOffsets, PushTableStats
 from flight_server.wire.errors import InvalidRequest, NotFound, WrongState
-from flight_server.push.log import PartitionLog
 from flight_server.wire.names import is_utf8
 from flight_server.wire.schemas import describe, schema_difference
 from flight_server.wire.values import is_int

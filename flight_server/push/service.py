@@ -17,7 +17,13 @@ from flight_server.push.registry import PushRegistry, PushTable
 from flight_server.source import Items, ReadPlan
 from flight_server.tickets import PushTicket
 from flight_server.wire import messages, producer_stream
-from flight_server.wire.errors import Cancelled, FlightPaimonError, InvalidRequest, NotFound, PartitionFailed
+from flight_server.wire.errors import (
+    Cancelled,
+    FlightPaimonError,
+    InvalidRequest,
+    NotFound,
+    PartitionFailed,
+)
 from flight_server.wire.requests import PushTarget, PushView, ReplayRange
 
 Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]

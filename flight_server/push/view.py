@@ -18,7 +18,6 @@ from flight_server.polling import Slices
 from flight_server.wire.errors import Cancelled
 
 
-
 class PartitionView:
     """One viewer's window on one partition."""
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from flight_server.wire import names

@@ -12,7 +12,14 @@ from __future__ import annotations
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.requests import (
-    PaimonRequest, PushTarget, PushView, ReplayRange, WriteTarget, check_consumer_id, parse_path, table_name,
+    PaimonRequest,
+    PushTarget,
+    PushView,
+    ReplayRange,
+    WriteTarget,
+    check_consumer_id,
+    parse_path,
+    table_name,
 )
 from flight_server.wire.values import is_int, parse_json_object
 

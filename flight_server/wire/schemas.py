@@ -9,6 +9,7 @@ import pyarrow as pa
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.type_spec import parse_spec, parse_type  # noqa: F401  (the CLI's schema text)
 
+
 def encode_schema(schema: pa.Schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode()
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 _JAVA_TRIM = "".join(map(chr, range(33)))  # String.trim(): every char up to U+0020
 _LONG_MAX = (1 << 63) - 1
@@ -43,7 +43,7 @@ _NANOS = {unit: nanos for nanos, units in [
     (10**6, ("ms", "milli", "millis", "millisecond", "milliseconds")),
     (10**3, ("\u00b5s", "micro", "micros", "microsecond", "microseconds")),  # µs: the micro sign, as Java
     (1, ("ns", "nano", "nanos", "nanosecond", "nanoseconds"))] for unit in units}
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _RELATIVE = re.compile(r"[0-9]+\s*[^\W\d_]+")  # `7d`, `1 h`, `30min`: a duration (ago); a date has no letters
 

@@ -29,35 +29,111 @@ they wrap:
 
 from __future__ import annotations
 
-from flight_server.paimon.compat import audit, catalog, columns, commit, manifests, merge_tree, reads, snapshots
+from flight_server.paimon.compat import (
+    audit,
+    catalog,
+    columns,
+    commit,
+    manifests,
+    merge_tree,
+    reads,
+    snapshots,
+)
 from flight_server.paimon.compat.audit import AUDIT_READ_OPTIONS, keep_retractions
 from flight_server.paimon.compat.catalog import (
-    ALREADY_EXISTS, COMPACTION_CHANGELOG, NOT_FOUND_ERRORS, arrow_schema, catalog_options, compaction_changelog_producer,
-    create_catalog, create_table, drop_table, fixed_buckets, list_tables, native_write_table, refuses_retractions,
-    row_kind_field, shares_buckets, table_identity,
+    ALREADY_EXISTS,
+    COMPACTION_CHANGELOG,
+    NOT_FOUND_ERRORS,
+    arrow_schema,
+    catalog_options,
+    compaction_changelog_producer,
+    create_catalog,
+    create_table,
+    drop_table,
+    fixed_buckets,
+    list_tables,
+    native_write_table,
+    refuses_retractions,
+    row_kind_field,
+    shares_buckets,
+    table_identity,
 )
-from flight_server.paimon.compat.columns import Columns, columns_at, columns_of, newer_schema, retyped
-from flight_server.paimon.compat.options import known_options, misspelt_option
+from flight_server.paimon.compat.columns import (
+    Columns,
+    columns_at,
+    columns_of,
+    newer_schema,
+    retyped,
+)
 from flight_server.paimon.compat.commit import (
-    COMPACT_SOURCE, CompactCommit, GroupCommit, at_level, commit_message, data_split, guard_commits,
-    makes_snapshot, mark_compacted,
+    COMPACT_SOURCE,
+    CompactCommit,
+    GroupCommit,
+    at_level,
+    commit_message,
+    data_split,
+    guard_commits,
+    makes_snapshot,
+    mark_compacted,
 )
 from flight_server.paimon.compat.manifests import (
-    MANIFEST_MERGE_MIN_COUNT, MERGED_MANIFEST_BYTES, data_file_path, index_file_path, index_manifest_entries,
-    live_entries, manifest_list, manifest_reader, merge_manifests_on_commit, merged_entries, written_paths,
+    MANIFEST_MERGE_MIN_COUNT,
+    MERGED_MANIFEST_BYTES,
+    data_file_path,
+    index_file_path,
+    index_manifest_entries,
+    live_entries,
+    manifest_list,
+    manifest_reader,
+    merge_manifests_on_commit,
+    merged_entries,
+    written_paths,
 )
 from flight_server.paimon.compat.merge_tree import (
-    KEY_PREFIX, KIND, RETRACT_KINDS, SEQUENCE, KeyValueFileReader, MergedRunWriter, check_merge_supported,
-    deduplicates, merge_function, sorted_runs,
+    KEY_PREFIX,
+    KIND,
+    RETRACT_KINDS,
+    SEQUENCE,
+    KeyValueFileReader,
+    MergedRunWriter,
+    check_merge_supported,
+    deduplicates,
+    merge_function,
+    sorted_runs,
 )
+from flight_server.paimon.compat.options import known_options, misspelt_option
 from flight_server.paimon.compat.reads import (
-    close_planner, delta_splits, merged_row_count, new_delta_planner, output_schema, pin_splits, should_scan,
-    split_sort_key, unpin_splits,
+    close_planner,
+    delta_splits,
+    merged_row_count,
+    new_delta_planner,
+    output_schema,
+    pin_splits,
+    should_scan,
+    split_sort_key,
+    unpin_splits,
 )
 from flight_server.paimon.compat.snapshots import (
-    CONSUMER_PREFIX, RECENT_SNAPSHOTS, consumers, create_tag, delete_tag, earliest_snapshot_id, find_commit,
-    is_data_commit, latest_snapshot_id, list_names, listed_snapshot_ids, read_consumer, recent_changelog,
-    restore_consumer, snapshot, snapshots_around, tag_names, tag_snapshot, tagged_snapshots, write_consumer,
+    CONSUMER_PREFIX,
+    RECENT_SNAPSHOTS,
+    consumers,
+    create_tag,
+    delete_tag,
+    earliest_snapshot_id,
+    find_commit,
+    is_data_commit,
+    latest_snapshot_id,
+    list_names,
+    listed_snapshot_ids,
+    read_consumer,
+    recent_changelog,
+    restore_consumer,
+    snapshot,
+    snapshots_around,
+    tag_names,
+    tag_snapshot,
+    tagged_snapshots,
+    write_consumer,
     write_whole,
 )
 

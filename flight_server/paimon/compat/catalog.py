@@ -9,7 +9,9 @@ import os
 import pyarrow as pa
 from pypaimon import CatalogFactory
 from pypaimon.catalog.catalog_exception import (
-    DatabaseNotExistException, TableAlreadyExistException, TableNotExistException,
+    DatabaseNotExistException,
+    TableAlreadyExistException,
+    TableNotExistException,
 )
 
 NOT_FOUND_ERRORS = (TableNotExistException, DatabaseNotExistException)

@@ -55,7 +55,10 @@ def alter_table(catalog, name: str, changes: list[tuple[SchemaChange, pa.Field |
     constructors), `catalog.alter_table(identifier, changes)`, which checks every change before it
     writes schema N+1 (its filesystem catalog wraps a refusal in a RuntimeError whose cause is
     pypaimon's ValueError, NotImplementedError or Column(Not|Already)ExistException)."""
-    from pypaimon.catalog.catalog_exception import ColumnAlreadyExistException, ColumnNotExistException
+    from pypaimon.catalog.catalog_exception import (
+        ColumnAlreadyExistException,
+        ColumnNotExistException,
+    )
     from pypaimon.schema.data_types import PyarrowFieldParser
     from pypaimon.schema.schema_change import Move
     from pypaimon.schema.schema_change import SchemaChange as Paimon
