@@ -1,6 +1,8 @@
-"""Write docs/benchmarks.md and its plot from the JSON the bench_*.py scripts wrote.
+"""Write docs/benchmarks.md and its plot from the JSON the bench_*.py scripts wrote, then fail when
+a figure is older than the code it measures (scripts/bench_freshness.py says which code that is).
 
     .venv/bin/python scripts/bench_report.py docs/bench-results docs/benchmarks.md docs/benchmarks.png
+    .venv/bin/python scripts/bench_report.py check [docs/bench-results]    # only the staleness check
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+from bench_freshness import describe, stale
 
 
 def load(folder: Path, name: str) -> dict | None:
@@ -42,7 +46,7 @@ def maintenance_rows(m: dict | None, acks: dict | None = None) -> list[tuple[str
          f"ratio {m['throughput_ratio_median']:.2f} ({m['commits_per_s_kept']:.0f} / {m['commits_per_s_raw']:.0f})",
          m["throughput_ratio_median"], 0.9, False),
         ("maintenance", "full read while maintenance catches up after 500 commits / one commit, worst (reported)",
-         f"{m['worst_busy_kept_vs_one_commit']:.2f}x (the server maintains in-process: docs/benchmarks_maintenance.md)",
+         f"{m['worst_busy_kept_vs_one_commit']:.2f}x (docs/benchmarks_maintenance.md)",
          None, None, False),
         ("maintenance", "snapshots kept / live data files after the simulated hour (reported)",
          f"{last['kept_snapshots']} / {last['kept_files']} (unmaintained: {last['raw_snapshots']} / "
@@ -154,31 +158,59 @@ def plot(table, path: Path) -> bool:
     return True
 
 
+def figures(folder: Path) -> list[tuple[str, tuple]]:
+    """(result name, table row) for every figure the results in folder give, in the table's order."""
+    got = {n: load(folder, n) for n in ("push", "paimon", "spark", "security", "maintenance", "maintenance-acks")}
+    out = [(n, r) for n in ("push", "paimon", "spark", "security")
+           for r in rows(*(got[k] if k == n else None for k in ("push", "paimon", "spark", "security")))]
+    out += [("maintenance-acks", r) for r in maintenance_rows(None, got["maintenance-acks"])]
+    return out + [("maintenance", r) for r in maintenance_rows(got["maintenance"])]
+
+
+def check(folder: Path, repo: Path | None = None) -> int:
+    """Name every figure older than the code it measures, with its commit and what changed since; 1 if any."""
+    why = stale(folder) if repo is None else stale(folder, repo)
+    for name, reason in why.items():
+        print(f"stale: {name}.json in {folder}: {reason}", file=sys.stderr)
+        for n, (area, what, *_) in figures(folder):
+            if n == name:
+                print(f"  stale figure: {area} | {what}", file=sys.stderr)
+    return 1 if why else 0
+
+
 def main(folder: str, md: str, png: str) -> int:
     folder_p = Path(folder)
-    push, paimon, spark, security = (load(folder_p, n) for n in ("push", "paimon", "spark", "security"))
-    table = rows(push, paimon, spark, security) + maintenance_rows(load(folder_p, "maintenance"),
-                                                                       load(folder_p, "maintenance-acks"))
+    named = figures(folder_p)
+    table = [r for _, r in named]
+    when = {n: describe((load(folder_p, n) or {}).get("measured")) for n, _ in named}
     lines = ["# Benchmarks", "",
              "Written by `scripts/bench` (which runs `scripts/bench_push.py`, `scripts/bench_paimon.py`,",
-             "`scripts/bench_spark.py` and this report). Every ratio is against a baseline measured in",
-             "the same run; figures are medians of several runs on a 2-core machine. Details and",
-             "discussion: [push](benchmarks_push.md), [Paimon](benchmarks_paimon.md), [Spark](benchmarks_spark.md); durable "
+             "`scripts/bench_spark.py`, `scripts/bench_security.py`, `scripts/bench_maintenance.py` and",
+             "`scripts/bench_report.py`). Every ratio is against a baseline measured in the same run; figures",
+             "are medians of several runs on a 2-core machine. Each row says when it was measured: the date,",
+             "the commit, and the machine's 1-minute load average during the run (median, max; 2 means both",
+             "cores busy). `scripts/bench` fails, naming the figure, when a figure is older than the code it",
+             "measures (`scripts/bench_freshness.py` lists that code; `.venv/bin/python scripts/bench_report.py",
+             "check` checks without running anything). Details and discussion: [push](benchmarks_push.md),",
+             "[Paimon](benchmarks_paimon.md), [Spark](benchmarks_spark.md); durable "
              "writes: [ingest](benchmarks_ingest.md) (scripts/bench_ingest.py, scripts/bench_paimon_write.py); TLS and "
              "tokens: [security](benchmarks_security.md) (scripts/bench_security.py); table maintenance: "
              "[maintenance](benchmarks_maintenance.md) (scripts/bench_maintenance.py).", "",
-             "| area | measurement | result | target | met |", "|---|---|---|---|---|"]
-    for area, what, text, value, target, lower in table:
+             "| area | measurement | result | target | met | measured |", "|---|---|---|---|---|---|"]
+    for name, (area, what, text, value, target, lower) in named:
         met = "" if value is None else ("yes" if (value <= target if lower else value >= target) else "**no**")
         bound = "" if target is None else f"{'<=' if lower else '>='} {target:g}"
-        lines.append(f"| {area} | {what} | {text} | {bound} | {met} |")
+        lines.append(f"| {area} | {what} | {text} | {bound} | {met} | {when[name]} |")
     if plot(table, Path(png)):
         lines += ["", f"![measured / target]({Path(png).name})"]
-    lines += ["", "Raw results: `docs/bench-results/*.json`.", ""]
+    lines += ["", "Raw results: `docs/bench-results/*.json` (each with its `measured` stamp).", ""]
     Path(md).write_text("\n".join(lines))
     print("\n".join(lines))
-    return 0
+    return check(folder_p)
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["check"]:
+        sys.exit(check(Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).resolve().parent.parent
+                       / "docs" / "bench-results"))
     sys.exit(main(*sys.argv[1:4]))
