@@ -287,7 +287,7 @@ def test_no_module_but_compat_imports_pypaimon():
     """The server, ingest, maintenance, the CLI and the clients reach pypaimon's internals only
     through compat; pypaimon itself (its documented API) is reached through compat too."""
     offenders = []
-    for package in ("flight_server", "producers", "spark_reader"):
+    for package in ("flight_server", "producers", "spark_reader", "flight_cli"):
         for path in sorted((ROOT / package).rglob("*.py")):
             if COMPAT in path.parents:
                 continue
@@ -625,3 +625,66 @@ def test_the_native_writer_leaves_out_the_key_columns_and_compats_writers_add_th
     metas = {e.file.file_name: e.file.file_size for e in compat.live_entries(table, 3)}
     assert all(metas[p.name] == p.stat().st_size for p in written), "the metas carry the rewritten sizes"
     assert sorted(wh.read(name).column("id").to_pylist()) == list(range(30))
+
+
+# -- errors: what compat.classify makes of real pypaimon and OS errors --------------------------
+
+
+def test_a_real_commit_conflict_is_classified_a_conflict(wh):
+    """Two compactions of the same file: the second commit's deletion conflicts (pypaimon's
+    "File deletion conflicts detected!"), and compat.classify calls it CONFLICT; a full disk and a
+    missing file are told apart from it."""
+    name = wh.create("raced", buckets=1)
+    table = wh.catalog.get_table(name)
+    sid = commit_arrow(table, rows(0, 10))
+    replaced = list(compat.live_entries(table, sid))
+    assert len(replaced) == 1
+    first = compat.CompactCommit(table, "first", [], replaced)
+    try:
+        first.run(1, [])
+    finally:
+        first.close()
+    second = compat.CompactCommit(table, "second", [], replaced)
+    try:
+        with pytest.raises(Exception) as raised:  # noqa: PT011 - whatever pypaimon raises, classified below
+            second.run(1, [])
+    finally:
+        second.close()
+    assert compat.classify(raised.value) is compat.Outcome.CONFLICT, repr(raised.value)
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["pypaimon", "pypaimon-rust"])
+def test_a_real_read_of_a_deleted_data_file_is_classified_a_missing_file(wh, native):
+    """A planned split whose data file is deleted before the read (what expiry does under a slow
+    reader): pypaimon's and pypaimon-rust's read errors are MISSING_FILE."""
+    name = wh.create("gone", buckets=1)
+    table = wh.catalog.get_table(name)
+    commit_arrow(table, rows(0, 10))
+    if native:
+        table = table.copy({"read.native.enabled": "true"})
+    rb = table.new_read_builder()
+    splits = rb.new_scan().plan().splits()
+    files = list(Path(table.table_path).glob("bucket-0/*.parquet"))
+    assert splits and len(files) == 1
+    files[0].unlink()
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - whatever the reader raises, classified below
+        rb.new_read().to_arrow(splits)
+    assert compat.classify(raised.value) is compat.Outcome.MISSING_FILE, repr(raised.value)
+
+
+def test_a_real_full_disk_and_other_errors_are_classified(wh, tmp_path):
+    """The OS's ENOSPC (/dev/full refuses every write) is DISK_FULL, through pypaimon's file IO as
+    well; a bad option pypaimon refuses is OTHER."""
+    if not Path("/dev/full").exists():
+        pytest.skip("this machine has no /dev/full to fill")
+    with pytest.raises(OSError) as raised:
+        with open("/dev/full", "w") as f:
+            f.write("x")
+    assert compat.classify(raised.value) is compat.Outcome.DISK_FULL, repr(raised.value)
+    file_io = wh.catalog.get_table(wh.create("full", buckets=1)).file_io
+    with pytest.raises(OSError) as raised:
+        file_io.write_file("/dev/full", "x" * 100_000, overwrite=True)
+    assert compat.classify(raised.value) is compat.Outcome.DISK_FULL, repr(raised.value)
+    with pytest.raises(ValueError) as raised:
+        compat.create_catalog(str(tmp_path), {"metastore": "no-such-metastore"})
+    assert compat.classify(raised.value) is compat.Outcome.OTHER, repr(raised.value)

@@ -31,7 +31,6 @@ acks), `commit_pool` and `writer_pool` (the server's threads that run them).
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 import time
@@ -774,19 +773,16 @@ class TableCommitter:
         self.producers = fresh
 
 
-RACES = ("Cannot determine whether commit", "Try again", "onflict")  # pypaimon's words for a lost race
-
-
 def _raced(e: BaseException) -> bool:
     """Whether a commit failed by racing another writer (pypaimon's optimistic commit gave up, or
     another server's expiry removed the snapshots that said whether it landed) or with an outcome
     not known (its worker process died), not by its own cause: a named producer resumes."""
-    return isinstance(e, WorkerDied) or any(word in str(e) for word in RACES)
+    return isinstance(e, WorkerDied) or compat.classify(e) is compat.Outcome.CONFLICT
 
 
 def _cause(e: BaseException) -> str:
     """A failed commit's cause in a line, a full disk first (pypaimon-rust buries it at the end)."""
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
-    if "No space left on device" in str(e) or getattr(e, "errno", None) == errno.ENOSPC:
+    if compat.classify(e) is compat.Outcome.DISK_FULL:
         return f"No space left on device in the warehouse; free space, then resend ({text[:300]})"
     return text

@@ -86,7 +86,7 @@ class Scope:
         try:
             yield
         except Exception as e:  # noqa: BLE001 - re-raised unless a snapshot of the read is gone
-            if isinstance(e, NotFound) or not _missing_file(e):
+            if isinstance(e, NotFound) or compat.classify(e) is not compat.Outcome.MISSING_FILE:
                 raise
             sm = self.table.snapshot_manager()
             gone = [sid for sid in snapshot_ids if sid is not None and compat.snapshot(sm, sid) is None]
@@ -140,12 +140,6 @@ def _split_options(table) -> dict:
     if table.primary_keys or compat.fixed_buckets(table) is not None:
         return {}
     return {"source.split.target-size": "1kb"}
-
-
-def _missing_file(e: Exception) -> bool:
-    text = str(e)
-    return (isinstance(e, FileNotFoundError) or "NotFound" in text or "No such file" in text
-            or "doesn't exist" in text or "does not exist" in text)
 
 
 def _missing_snapshot(name: str, snapshot_id: int, sm) -> str:

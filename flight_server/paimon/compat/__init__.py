@@ -22,7 +22,9 @@ they wrap:
   before each attempt of a commit;
 - `merge_tree`: a primary-key bucket's files read, folded and written again;
 - `options`: the table option names Paimon knows, and the one a misspelt name resembles;
-- `audit`: Paimon's audit_log system table, which pypaimon lacks: merged reads that keep retractions.
+- `audit`: Paimon's audit_log system table, which pypaimon lacks: merged reads that keep retractions;
+- `errors`: what an error of pypaimon's (or the OS's) means, as a typed `Outcome`: nothing
+  outside compat matches their text.
 
 `from flight_server.paimon import compat; compat.NAME` reaches every name below.
 """
@@ -34,6 +36,7 @@ from flight_server.paimon.compat import (
     catalog,
     columns,
     commit,
+    errors,
     manifests,
     merge_tree,
     reads,
@@ -76,6 +79,7 @@ from flight_server.paimon.compat.commit import (
     makes_snapshot,
     mark_compacted,
 )
+from flight_server.paimon.compat.errors import Outcome, classify
 from flight_server.paimon.compat.manifests import (
     MANIFEST_MERGE_MIN_COUNT,
     MERGED_MANIFEST_BYTES,
@@ -140,9 +144,11 @@ from flight_server.paimon.compat.snapshots import (
 PYPAIMON_VERSION = "2.1.0"  # the version every function here was read from (pyproject.toml pins it)
 
 __all__ = [
-    "audit", "catalog", "columns", "commit", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
+    "audit", "catalog", "columns", "commit", "errors", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
     # audit_log
     "AUDIT_READ_OPTIONS", "keep_retractions",
+    # errors
+    "Outcome", "classify",
     # columns by schema version
     "Columns", "columns_at", "columns_of", "newer_schema", "retyped", "known_options", "misspelt_option",
     # catalog
