@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from io import BytesIO
+from typing import cast
 
 MANIFEST_MERGE_MIN_COUNT = 30  # Paimon's `manifest.merge-min-count` default
 # Merged manifests are cut at this size, not at `manifest.target-file-size` (8 MiB): a merge holds
@@ -226,7 +227,8 @@ def _with_absent_fields(data: bytes, fields: list, path: str) -> bytes | None:
             raise ValueError(f"The manifest {path} lacks the field {f['name']}, which has no default to read it with.")
     file_type["fields"] += [copy.deepcopy(f) for f in absent]
     records = []
-    for record in reader:
+    for message in reader:
+        record = cast(dict, message)  # a record schema's messages are dicts
         for f in absent:
             record["_FILE"][f["name"]] = f["default"]
         records.append(record)
