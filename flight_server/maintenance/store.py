@@ -14,6 +14,7 @@ import itertools
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -29,7 +30,7 @@ UNKNOWN_MTIME_MS = 1 << 62  # a listed file whose status has no mtime: never old
 class LiveFile:
     """A data file of the latest snapshot, with what compaction orders and sizes it by."""
 
-    entry: object  # pypaimon's ManifestEntry
+    entry: Any  # pypaimon's ManifestEntry (untyped: compaction reads its file's schema_id)
     name: str
     size: int
     rows: int
