@@ -78,19 +78,29 @@ def role_producers(uri: str, tables: str, rate: str, rows: str, seconds: str) ->
         try:
             client = flight.FlightClient(uri)
             writer, reader = client.do_put(flight.FlightDescriptor.for_path("paimon", table), SCHEMA)
-            n = int(float(seconds) * float(rate))
+            closed = float(rate) == 0  # closed loop: the next batch once the last is acked
+            n = 0 if closed else int(float(seconds) * float(rate))
             sent = [0.0] * n
             got: list[float] = []
+            acked = threading.Semaphore(0)
 
             def acks():
                 while reader.read() is not None:
                     got.append(time.monotonic())
+                    acked.release()
 
             t = threading.Thread(target=acks, daemon=True)
             t.start()
             go.wait()
-            start = time.monotonic() + offset
-            for i in range(n):
+            start = time.monotonic() + (0 if closed else offset)
+            if closed:
+                while time.monotonic() - start < float(seconds):
+                    sent.append(time.monotonic())
+                    writer.write_batch(batches[len(sent) % len(batches)])
+                    if not acked.acquire(timeout=120):
+                        raise RuntimeError("no ack in 120 s")
+                n = len(sent)
+            for i in range(0 if closed else n):
                 wait = start + i / float(rate) - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
@@ -109,7 +119,8 @@ def role_producers(uri: str, tables: str, rate: str, rows: str, seconds: str) ->
                 errors.append(f"{table}: {e}")
 
     names = tables.split(",")
-    threads = [threading.Thread(target=produce, args=(t, i / len(names) / float(rate)), daemon=True)
+    threads = [threading.Thread(target=produce, args=(t, i / len(names) / float(rate) if float(rate) else 0.0),
+                                daemon=True)
                for i, t in enumerate(names)]
     for t in threads:
         t.start()
@@ -127,20 +138,67 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_args: tuple[str, ...] = ()) -> dict:
+class BareProcess:
+    """scripts/bare_ingest_server.py (the no-logic baseline) as a child process, over tables made
+    here with pypaimon; `commits()` asks it how many commits it made."""
+
+    def __init__(self, warehouse: str, names: list[str], procs: int, stderr):
+        from bench_ingest import SCHEMA
+        from pypaimon import CatalogFactory
+
+        from flight_server.paimon import compat
+        from tests.process import child_env
+
+        catalog = CatalogFactory.create({"warehouse": warehouse})
+        for name in names:
+            compat.create_table(catalog, name, SCHEMA, None, None, {"bucket": "-1"})
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "bare_ingest_server.py"),
+                                      warehouse, "--procs", str(procs)], stdout=subprocess.PIPE, stderr=stderr,
+                                     text=True, env=child_env(), cwd=ROOT)
+        self.uri = self.proc.stdout.readline().strip()
+        if not self.uri.startswith("grpc://"):
+            self.proc.kill()
+            raise RuntimeError(f"the bare server did not start: {self.uri!r}")
+
+    def commits(self) -> int:
+        import pyarrow.flight as flight
+
+        client = flight.FlightClient(self.uri)
+        try:
+            return int(next(iter(client.do_action(flight.Action("commits", b"")))).body.to_pybytes())
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_args: tuple[str, ...] = (),
+        bare_procs: int | None = None) -> dict:
+    """The producers against a server (`flight_cli serve` with `server_args`), or against the
+    no-logic baseline with its commits in `bare_procs` processes (0: in its own)."""
     from bench_ingest import SCHEMA
 
     from producers import Client
     from tests.process import ServerProcess, child_env
 
     with tempfile.TemporaryDirectory(prefix="bench-tables-") as tmp:
-        server = ServerProcess(os.path.join(tmp, "warehouse"), *server_args, log_level="warning",
-                               stderr=open(os.path.join(tmp, "server.log"), "w"))
-        client = Client(server.uri, timeout=120)
-        try:
-            names = [f"bench.t{i:04d}" for i in range(tables)]
+        warehouse, log = os.path.join(tmp, "warehouse"), open(os.path.join(tmp, "server.log"), "w")
+        names = [f"bench.t{i:04d}" for i in range(tables)]
+        client = None
+        if bare_procs is not None:
+            server = BareProcess(warehouse, names, bare_procs, log)
+            commits_now = server.commits
+        else:
+            server = ServerProcess(warehouse, *server_args, log_level="warning", stderr=log)
+            client = Client(server.uri, timeout=120)
             for name in names:
                 client.create_table(name, SCHEMA, options={"bucket": "-1"})
+
+            def commits_now() -> int:
+                return sum(w.commits for w in client.stats().paimon_writes.values())
+        try:
             groups = [names[i::procs] for i in range(procs)]
             roles = [subprocess.Popen([sys.executable, __file__, "--role", server.uri, ",".join(g), str(rate), str(rows),
                                        str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -149,18 +207,26 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_
                 line = r.stdout.readline()
                 if line.strip() != "ready":
                     raise RuntimeError(f"a producer process did not start: {line!r}")
-            commits0 = sum(w.commits for w in client.stats().paimon_writes.values())
+            commits0 = commits_now()
             children0 = {c: cpu_s(c) for c in children_of(server.proc.pid)}
             cpu0, start = cpu_s(server.proc.pid), time.monotonic()
+            roles_cpu0 = sum(cpu_s(r.pid) for r in roles)
             for r in roles:
                 r.stdin.write("go\n")
                 r.stdin.flush()
-            outs = [json.loads(r.communicate(timeout=seconds + 600)[0].strip().splitlines()[-1]) for r in roles]
+            roles_cpu = 0.0
+            outs = []
+            for r in roles:  # the producers' CPU read just before each exits
+                out = r.stdout.readline()
+                roles_cpu += cpu_s(r.pid)
+                outs.append(json.loads(out))
+                r.wait(60)
             elapsed, cpu = time.monotonic() - start, cpu_s(server.proc.pid) - cpu0
             children_cpu = sum(cpu_s(c) - children0.get(c, 0.0) for c in children_of(server.proc.pid))
-            commits = sum(w.commits for w in client.stats().paimon_writes.values()) - commits0
+            commits = commits_now() - commits0
         finally:
-            client.close()
+            if client is not None:
+                client.close()
             server.stop()
     lat = [x for o in outs for x in o["lat_ms"]]
     errors = [e for o in outs for e in o["errors"]]
@@ -169,10 +235,11 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_
             "ack_p99_ms": round(pct(lat, 99), 1), "ack_max_ms": round(max(lat), 1),
             "commits": commits, "commits_s": round(commits / elapsed, 1), "server_cpu_s": round(cpu, 1),
             "worker_processes_cpu_s": round(children_cpu, 1),
+            "producers_cpu_s": round(roles_cpu - roles_cpu0, 1),
             "server_cpu_ms_per_commit": round((cpu + children_cpu) * 1000 / max(commits, 1), 2),
             "serving_process_cpu_ms_per_commit": round(cpu * 1000 / max(commits, 1), 2),
             "server_cores": round((cpu + children_cpu) / elapsed, 2), "mean_ms": round(statistics.mean(lat), 1),
-            "server_args": list(server_args)}
+            "server_args": list(server_args), "bare_procs": bare_procs}
 
 
 def children_of(pid: int) -> list[int]:
@@ -191,32 +258,55 @@ def children_of(pid: int) -> list[int]:
     return children
 
 
-def compare(rounds: int, tables: int, rate: float, rows: int, seconds: float, procs: int, floor_rounds: int) -> dict:
-    """Rounds alternating: pypaimon's floor in 2 processes, the server with its commits in this
-    process (--commit-processes 0), and with 2 commit workers; commits a second of
-    each, the servers' as a ratio of the floor's (medians)."""
-    variants = {"floor x2": None, "server --commit-processes 0": ("--commit-processes", "0"),
-                "server (commit workers)": ("--commit-processes", "2")}
-    results: dict[str, list[dict]] = {v: [] for v in variants}
+def variant(name: str) -> tuple[str, object]:
+    """A `--compare` variant by name: `floor xN` (pypaimon alone in N processes), `server` (the
+    defaults), `server cpN` (--commit-processes N), `bare` / `bare xN` (the no-logic server, its
+    commits in its own process or in N)."""
+    kind, _, n = name.partition(" ")
+    if kind == "floor" and n.startswith("x"):
+        return "floor", int(n[1:])
+    if kind == "server":
+        return "server", ("--commit-processes", n[2:]) if n.startswith("cp") else ()
+    if kind == "bare":
+        return "bare", int(n[1:]) if n.startswith("x") else 0
+    raise ValueError(f"unknown variant {name!r}: floor xN, server, server cpN, bare, bare xN")
+
+
+DEFAULT_VARIANTS = "floor x2,server,server cp2,bare,bare x2"
+
+
+def compare(rounds: int, tables: int, rate: float, rows: int, seconds: float, procs: int, floor_rounds: int,
+            variants: str = DEFAULT_VARIANTS) -> dict:
+    """Rounds alternating (each round starts one variant later): commits a second of each variant,
+    ack latencies of the servers, and every variant's median as a ratio of the first floor's."""
+    names = [v.strip() for v in variants.split(",")]
+    kinds = {v: variant(v) for v in names}
+    results: dict[str, list[dict]] = {v: [] for v in names}
     for r in range(rounds):
-        order = list(variants)[r % 3:] + list(variants)[:r % 3]
-        for v in order:
+        for v in names[r % len(names):] + names[:r % len(names)]:
             load = os.getloadavg()[0]
-            out = (floor_procs(tables, floor_rounds, rows, 2) if variants[v] is None
-                   else run(tables, rate, rows, seconds, procs, variants[v]))
+            kind, arg = kinds[v]
+            if kind == "floor":
+                out = floor_procs(tables, floor_rounds, rows, arg) if arg > 1 else floor(tables, floor_rounds, rows)
+            elif kind == "bare":
+                out = run(tables, rate, rows, seconds, procs, bare_procs=arg)
+            else:
+                out = run(tables, rate, rows, seconds, procs, arg)
             out["load_before"] = round(load, 2)
             results[v].append(out)
             print(json.dumps({"round": r, "variant": v, "commits_s": out["commits_s"],
                               "ack_p50_ms": out.get("ack_p50_ms"), "ack_p99_ms": out.get("ack_p99_ms"),
                               "load": out["load_before"]}), file=sys.stderr, flush=True)
     med = {v: statistics.median(o["commits_s"] for o in rs) for v, rs in results.items()}
-    return {"rounds": rounds, "tables": tables, "rate": rate, "rows": rows, "seconds": seconds,
-            "median_commits_s": med,
-            "ratio_to_floor": {v: round(m / med["floor x2"], 2) for v, m in med.items() if v != "floor x2"},
-            "median_ack_p50_ms": {v: statistics.median(o["ack_p50_ms"] for o in rs)
-                                  for v, rs in results.items() if v != "floor x2"},
-            "median_ack_p99_ms": {v: statistics.median(o["ack_p99_ms"] for o in rs)
-                                  for v, rs in results.items() if v != "floor x2"},
+    base = next((v for v in names if kinds[v][0] == "floor"), None)
+    servers = [v for v in names if kinds[v][0] != "floor"]
+    return {"rounds": rounds, "tables": tables, "rate": rate, "closed_loop": rate == 0, "rows": rows,
+            "seconds": seconds, "median_commits_s": med,
+            "ratio_to": base, "ratio": {v: round(m / med[base], 2) for v, m in med.items()} if base else None,
+            "median_ack_p50_ms": {v: statistics.median(o["ack_p50_ms"] for o in results[v]) for v in servers},
+            "median_ack_p99_ms": {v: statistics.median(o["ack_p99_ms"] for o in results[v]) for v in servers},
+            "median_cpu_ms_per_commit": {v: statistics.median(o.get("server_cpu_ms_per_commit", o.get("cpu_ms_per_commit"))
+                                                              for o in rs) for v, rs in results.items()},
             "runs": results}
 
 
@@ -399,7 +489,8 @@ def main() -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", type=int, default=100)
-    ap.add_argument("--rate", type=float, default=5)
+    ap.add_argument("--rate", type=float, default=5, help="batches a second per table; 0: closed loop (the next "
+                                                          "batch once the last is acked)")
     ap.add_argument("--rows", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--procs", type=int, default=4)
@@ -409,8 +500,9 @@ def main() -> int:
     ap.add_argument("--floor-procs", type=int, default=1, help="--floor: run it in this many processes at once")
     ap.add_argument("--server-arg", action="append", default=[], help="a flag for the server (repeat)")
     ap.add_argument("--compare", type=int, metavar="ROUNDS",
-                    help="rounds alternating: the floor in 2 processes, the server with commits in-process and with "
-                         "commit workers; commits/s and their ratio to the floor")
+                    help="rounds alternating over --variants; commits/s and their ratio to the first floor")
+    ap.add_argument("--variants", default=DEFAULT_VARIANTS,
+                    help="--compare: what runs, comma-separated: floor xN, server, server cpN, bare, bare xN")
     ap.add_argument("--idle-run", type=int, metavar="N", help="create N tables, write each once, then idle")
     ap.add_argument("--created", type=int, help="idle run: tables created (with --written)")
     ap.add_argument("--written", type=int, help="idle run: of the created tables, written once each")
@@ -432,7 +524,13 @@ def main() -> int:
                           args.sample_seconds)
         result["build"] = build()
     elif args.compare:
-        result = compare(args.compare, args.tables, args.rate, args.rows, args.seconds, args.procs, args.rounds)
+        for v in args.variants.split(","):
+            try:
+                variant(v.strip())
+            except ValueError as e:
+                ap.error(str(e))
+        result = compare(args.compare, args.tables, args.rate, args.rows, args.seconds, args.procs, args.rounds,
+                         args.variants)
     elif args.floor and args.floor_procs > 1:
         result = floor_procs(args.tables, args.rounds, args.rows, args.floor_procs)
     elif args.floor:
