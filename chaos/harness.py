@@ -203,7 +203,7 @@ class Context:
 
 def server_crash(ctx: Context, shared: dict) -> str | None:
     """A sentence if a server of this run died without being killed by it."""
-    procs = [p for p in ctx.procs if p.pid not in ctx.killed and p.args[:3] == [sys.executable, "-m", "flight_server.cli"]
+    procs = [p for p in ctx.procs if p.pid not in ctx.killed and p.args[:3] == [sys.executable, "-m", "flight_cli"]
              and "serve" in p.args]
     if "server" in shared:
         procs.append(shared["server"].proc)

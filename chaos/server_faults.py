@@ -33,7 +33,7 @@ class Tail:
     """`flight_cli tail DB.TABLE --consumer-id C --format jsonl`; its printed ids collected."""
 
     def __init__(self, ctx: Context, uri: str, table: str, consumer: str, printed: collections.Counter):
-        self.proc = ctx.python("-m", "flight_server.cli", "tail", table, "--uri", uri, "--consumer-id", consumer,
+        self.proc = ctx.python("-m", "flight_cli", "tail", table, "--uri", uri, "--consumer-id", consumer,
                                "--from", "earliest", "--poll-interval-ms", "50", "--format", "jsonl")
         self.printed = printed
         self.bad: list[str] = []  # printed lines that are not a row's JSON

@@ -76,7 +76,7 @@ def soak(seconds: float, root: Path, plot: Path | None, spark: bool = True) -> d
     pushes.start()
     durable = ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", "soak", "--batches",
                          "100000000", "--rows", str(DURABLE_ROWS), "--rate", "4", stdout=subprocess.DEVNULL)
-    follow = ctx.python("-m", "flight_server.cli", "tail", table, "--uri", uri, "--from", "earliest",
+    follow = ctx.python("-m", "flight_cli", "tail", table, "--uri", uri, "--from", "earliest",
                         "--format", "jsonl", "--poll-interval-ms", "200")
     followed: set[int] = set()
     reader = threading.Thread(target=lambda: [followed.add(json.loads(line)["seq"]) for line in follow.stdout],

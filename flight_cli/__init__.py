@@ -1,7 +1,7 @@
 """flight_cli: serve, and the client commands (`flight_cli --help` lists them all).
 
 Importing this package does nothing. `main`, the process's entry, sets the process up for the
-command it runs before anything imports pyarrow, runs it (cli/main.py), and ends a client
+command it runs before anything imports pyarrow, runs it (main.py), and ends a client
 command's process as soon as its output is out.
 """
 
@@ -10,7 +10,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flight_server.cli.parser import command_in  # argparse only: no pyarrow yet
+    from flight_cli.parser import command_in  # argparse only: no pyarrow yet
 
     argv = sys.argv[1:] if argv is None else argv
     command = command_in(argv)
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         # The client commands use no numpy (a client install has none), but where it is installed
         # `import pyarrow` imports it: 0.2-0.25 s of CPU, more than the rest of a command.
         sys.modules["numpy"] = None  # pyarrow then starts as it does without numpy
-    from flight_server.cli.main import main as run
+    from flight_cli.main import main as run
 
     status = run(argv)
     if command != "serve":

@@ -1,8 +1,8 @@
-"""`python -m flight_server.cli`."""
+"""`python -m flight_cli`."""
 
 import sys
 
-from flight_server.cli import main
+from flight_cli import main
 
 if __name__ == "__main__":  # not when a worker process (multiprocessing spawn) imports it
     sys.exit(main())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from flight_server.cli.args import CliError, check_uri
+from flight_cli.args import CliError, check_uri
 from producers.client import Client
 
 RECONNECT_BACKOFF_S = 1.0  # gRPC's wait between connection attempts while a command waits for its server

@@ -11,8 +11,8 @@ import importlib
 import os
 import sys
 
-from flight_server.cli.args import FAILED, INTERRUPTED, NOT_FOUND, OK, USAGE, CliError
-from flight_server.cli.parser import build_parser, command_in
+from flight_cli.args import FAILED, INTERRUPTED, NOT_FOUND, OK, USAGE, CliError
+from flight_cli.parser import build_parser, command_in
 
 __all__ = ["build_parser", "main"]
 
@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"flight_cli {VERSION}")
             return OK
-        args.command, args.func, args.uri = "--version", "flight_server.cli.version:cmd_version", args.version_uri
+        args.command, args.func, args.uri = "--version", "flight_cli.version:cmd_version", args.version_uri
     if args.command == "serve" and args.config is not None:
-        from flight_server.cli import serve_config
+        from flight_cli import serve_config
 
         try:
             serve_config.apply(args, sys.argv[1:] if argv is None else argv, parser.command_parsers["serve"])
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         # gRPC's C core writes a failed TLS handshake to stderr as a raw line of its own, before the
         # one line below says what failed and what to pass; GRPC_VERBOSITY=ERROR (or DEBUG) shows it.
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    from flight_server.cli import logs
+    from flight_cli import logs
 
     if args.command == "serve":
         logs.configure(args.log_level)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from flight_server.cli import targets
-from flight_server.cli.args import CliError, instant_ms
-from flight_server.cli.connect import client
+from flight_cli import targets
+from flight_cli.args import CliError, instant_ms
+from flight_cli.connect import client
 from flight_server.wire import names
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from flight_server.cli import args as a
-from flight_server.cli.args import HELP, examples
-from flight_server.cli.serve_args import add_serve_arguments
+from flight_cli import args as a
+from flight_cli.args import HELP, examples
+from flight_cli.serve_args import add_serve_arguments
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TAIL_STARTS = ("default", "latest", "latest-full", "full", "earliest", "from-snapshot", "from-snapshot-full",
@@ -109,12 +109,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         return p
 
     p = command("serve", "run the server (FLIGHT_PAIMON_TICKET_KEY: the ticket key servers of one warehouse share)",
-                "flight_server.cli.serve:cmd_serve", "flight_cli serve --warehouse ./warehouse --port 8815",
+                "flight_cli.serve:cmd_serve", "flight_cli serve --warehouse ./warehouse --port 8815",
                 "flight_cli serve --warehouse s3://bucket/wh --warehouse-option s3.endpoint=http://minio:9000 "
                 "--metrics-port 9464", client=False)
     add_serve_arguments(p)
 
-    tables = "flight_server.cli.tables"
+    tables = "flight_cli.tables"
     p = command("register", "register a push table", f"{tables}:cmd_register",
                 "flight_cli register orders --schema 'id:int64!,name:string,ts:timestamp[us]' --partitions 2")
     p.add_argument("name", help="push table name")
@@ -189,7 +189,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _client_args(p)
 
     p = command("tail", "print rows of push:NAME or of Paimon table DB.TABLE as they arrive (as kcat -C)",
-                "flight_server.cli.tail:cmd_tail", "flight_cli tail db.orders --from earliest -e",
+                "flight_cli.tail:cmd_tail", "flight_cli tail db.orders --from earliest -e",
                 "flight_cli tail db.orders --from from-timestamp --timestamp 1h --format jsonl | jq .id",
                 "flight_cli tail push:orders --from earliest --limit 10")
     p.add_argument("target", help="push:NAME, DB.TABLE or paimon:DB.TABLE, as `list` prints it; DB.TABLE$audit_log: "
@@ -215,7 +215,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         "was (0: end at once, exit code 1)")
     _client_args(p)
 
-    maint = "flight_server.cli.maintenance"
+    maint = "flight_cli.maintenance"
 
     def maintenance(name: str, text: str, func: str, *example: str):
         p = command(name, text, f"{maint}:{func}", *example)
@@ -278,7 +278,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _client_args(p)
     p = command("stats", "a push table's partitions (state, reader, queue, rows), or a Paimon table's snapshots, "
                 "files, tags and consumers and what this server did to it; all push tables and this server's "
-                "Paimon writes without a name", "flight_server.cli.stats:cmd_stats", "flight_cli stats db.orders",
+                "Paimon writes without a name", "flight_cli.stats:cmd_stats", "flight_cli stats db.orders",
                 "flight_cli stats push:orders --format json")
     p.add_argument("name", nargs="?", metavar="TABLE", help="push:NAME (or NAME), or DB.TABLE (or paimon:DB.TABLE), "
                    "as `list` prints it (unset: every push table and this server's Paimon writes); a shell pattern "

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import structlog
 
+from flight_cli.args import CliError
+from flight_cli.sd_notify import notify
 from flight_server.auth import AuthConfig, AuthConfigError
-from flight_server.cli.args import CliError
-from flight_server.cli.sd_notify import notify
 from flight_server.limits import StreamSlots, TableBudget
 from flight_server.wire import allocator
 from flight_server.wire.version import VERSION

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flight_server.cli import args as a
+from flight_cli import args as a
 from flight_server.limits import (  # no server imports
     DEFAULT_MAX_PARTITIONS,
     DEFAULT_MAX_STREAMS,

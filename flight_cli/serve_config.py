@@ -16,7 +16,7 @@ import argparse
 import difflib
 import tomllib
 
-from flight_server.cli.args import CliError
+from flight_cli.args import CliError
 
 _UNSET = object()
 MERGED = {"warehouse_option"}  # the file's KEY=VALUE pairs and the flags' merge (the flag wins per KEY)
@@ -34,7 +34,7 @@ def settings(serve: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 def given(argv: list[str]) -> set[str]:
     """The dests the command line itself sets (a second parse, with every default a marker)."""
-    from flight_server.cli.parser import build_parser
+    from flight_cli.parser import build_parser
 
     probe = build_parser()
     for parser in (probe, probe.command_parsers["serve"]):

@@ -8,8 +8,8 @@ import datetime
 import json
 import sys
 
-from flight_server.cli import pages, targets
-from flight_server.cli.connect import client
+from flight_cli import pages, targets
+from flight_cli.connect import client
 from flight_server.wire import names
 from flight_server.wire.actions import (
     PaimonTableStats,

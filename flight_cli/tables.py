@@ -8,9 +8,9 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from flight_server.cli import pages, targets
-from flight_server.cli.args import CliError
-from flight_server.cli.connect import client
+from flight_cli import pages, targets
+from flight_cli.args import CliError
+from flight_cli.connect import client
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.type_spec import format_spec, format_type, parse_spec
@@ -43,7 +43,7 @@ class _LineParser(argparse.ArgumentParser):
 
 
 def _line_parser() -> argparse.ArgumentParser:
-    from flight_server.cli.parser import create_flags
+    from flight_cli.parser import create_flags
 
     p = _LineParser(prog="a --file line", add_help=False)
     p.add_argument("table")

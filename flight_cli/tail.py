@@ -31,11 +31,11 @@ import time
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from flight_server.cli import targets
-from flight_server.cli.args import CliError, choice, instant_ms
-from flight_server.cli.connect import client as connect
-from flight_server.cli.output import Output
-from flight_server.cli.parser import TAIL_STARTS
+from flight_cli import targets
+from flight_cli.args import CliError, choice, instant_ms
+from flight_cli.connect import client as connect
+from flight_cli.output import Output
+from flight_cli.parser import TAIL_STARTS
 from flight_server.wire import allocator, messages, names
 from flight_server.wire.errors import (
     Cancelled,

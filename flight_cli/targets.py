@@ -6,7 +6,7 @@ from one to the other.
 
 from __future__ import annotations
 
-from flight_server.cli.args import CliError
+from flight_cli.args import CliError
 from flight_server.wire import names
 
 

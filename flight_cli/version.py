@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from flight_server.cli.args import OK
-from flight_server.cli.connect import client
+from flight_cli.args import OK
+from flight_cli.connect import client
 from flight_server.wire import names
 from flight_server.wire.version import VERSION
 

@@ -67,7 +67,7 @@ def main() -> int:
         uri = ["--uri", server.uri]
         with Client(server.uri, timeout=30).register_streaming_table("startup", SCHEMA) as sink:
             sink.write(make_batch(0, 3))
-        run(py, ["-m", "flight_server.cli", "create", "db.startup", "--schema", "id:int64!,name:string", *uri])
+        run(py, ["-m", "flight_cli", "create", "db.startup", "--schema", "id:int64!,name:string", *uri])
         fresh = itertools.count()
         commands = {
             "--version": lambda: ["--version"],
@@ -81,7 +81,7 @@ def main() -> int:
         }
         if args.importtime:
             argv = commands[args.importtime]()
-            _, _, out = run(py, ["-X", "importtime", "-m", "flight_server.cli", *argv])
+            _, _, out = run(py, ["-X", "importtime", "-m", "flight_cli", *argv])
             rows = [line for line in out.stderr.splitlines() if line.startswith("import time:") and "[us]" not in line]
             rows.sort(key=lambda line: int(line.split("|")[0].split(":")[1]), reverse=True)
             print("\n".join(rows[:25]))
@@ -89,7 +89,7 @@ def main() -> int:
         floors = {"python -c pass": ["-c", "pass"], "import pyarrow.flight": ["-c", "import pyarrow.flight"]}
         print(f"{py}: CPU s (user+sys) median (min) of {args.repeat}, wall s median")
         for name, make in [*((n, (lambda a=a: a)) for n, a in floors.items()),
-                           *((n, (lambda m=m: ["-m", "flight_server.cli", *m()])) for n, m in commands.items())]:
+                           *((n, (lambda m=m: ["-m", "flight_cli", *m()])) for n, m in commands.items())]:
             runs = [run(py, make())[:2] for _ in range(args.repeat + 1)][1:]  # the first compiles
             cpu = sorted(c for c, _ in runs)
             print(f"  {name:24} {statistics.median(cpu):.3f} ({cpu[0]:.3f})  wall {statistics.median(w for _, w in runs):.3f}")

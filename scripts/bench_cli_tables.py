@@ -72,7 +72,7 @@ def child(python: str, argv: list[str], stdin: str | None = None) -> dict:
 
 
 def cli(python: str, *args: str, stdin: str | None = None) -> dict:
-    return child(python, ["-m", "flight_server.cli", *args], stdin)
+    return child(python, ["-m", "flight_cli", *args], stdin)
 
 
 def main() -> int:

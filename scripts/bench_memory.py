@@ -50,7 +50,7 @@ import pyarrow as pa  # noqa: E402
 from bench_amplification import Producer  # noqa: E402
 from bench_ingest import SCHEMA  # noqa: E402
 
-from flight_server.cli import logs  # noqa: E402
+from flight_cli import logs  # noqa: E402
 from flight_server.server import FlightPaimonServer  # noqa: E402
 from producers import Client  # noqa: E402
 from tests.process import ServerProcess  # noqa: E402

@@ -156,11 +156,11 @@ def demo_push(uri: str, batches: int) -> None:
           f"{nbytes / 2**20 / elapsed:,.0f} MiB/s, {rows / elapsed:,.0f} rows/s (includes producer start-up)")
 
     section("push table: flight_cli register, an example producer, flight_cli tail (a viewer: it consumes nothing)")
-    print(run(sys.executable, "-m", "flight_server.cli", "register", "demo_small",
+    print(run(sys.executable, "-m", "flight_cli", "register", "demo_small",
               "--schema", "id:int64,name:string,ts:timestamp[us]", "--uri", uri).strip())
     producer = subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "demo_small", "--uri", uri,
                                  "--batches", "3", "--rows", "2", "--rate", "5"], stdout=subprocess.DEVNULL, env=ENV, cwd=ROOT)
-    print(run(sys.executable, "-m", "flight_server.cli", "tail", "push:demo_small", "--from", "earliest",
+    print(run(sys.executable, "-m", "flight_cli", "tail", "push:demo_small", "--from", "earliest",
               "--uri", uri), end="")
     producer.wait(30)
 
@@ -210,7 +210,7 @@ def demo_paimon(uri: str, warehouse: str) -> None:
     print(f"{name}: {len(info.endpoints)} endpoints (buckets), {rows} rows at the latest snapshot")
 
     section("Paimon table: flight_cli tail --from earliest while two more snapshots are committed")
-    tail = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", name, "--from", "earliest",
+    tail = subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", name, "--from", "earliest",
                              "--limit", "10", "--uri", uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=ENV, cwd=ROOT)
     for first in (4, 7):
@@ -222,7 +222,7 @@ def demo_paimon(uri: str, warehouse: str) -> None:
     print(err.strip().splitlines()[-1])
 
     section("Paimon table: tail --consumer-id commits progress after printing; the next tail resumes there")
-    viewer = [sys.executable, "-m", "flight_server.cli", "tail", name, "--consumer-id", "demo-viewer",
+    viewer = [sys.executable, "-m", "flight_cli", "tail", name, "--consumer-id", "demo-viewer",
               "--format", "jsonl", "--uri", uri]
     print(run(*viewer, "--from", "earliest", "--limit", "10"), end="")
     progress = client.consumer_progress(name, "demo-viewer")
@@ -245,7 +245,7 @@ def demo_ingest(uri: str, warehouse: str, spark) -> None:
 
     section("durable writes: flight_cli create, then 4 named producers push into a Paimon table")
     name = f"demo.events_{int(time.time())}"
-    print(run(sys.executable, "-m", "flight_server.cli", "create", name,
+    print(run(sys.executable, "-m", "flight_cli", "create", name,
               "--schema", "producer:string,seq:int64,id:int64", "--uri", uri).strip())
     with socket.socket() as s:  # the ingest server restarts on the same port
         s.bind(("127.0.0.1", 0))
@@ -254,7 +254,7 @@ def demo_ingest(uri: str, warehouse: str, spark) -> None:
     producers, batches, rows = 4, 30, 250
     expected = producers * batches * rows
 
-    tail = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", name, "--from", "earliest",
+    tail = subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", name, "--from", "earliest",
                              "--format", "jsonl", "--limit", str(expected), "--uri", uri],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV, cwd=ROOT)
     seen_by_spark: list[tuple] = []
@@ -558,8 +558,8 @@ def demo_maintenance(uri: str) -> None:
     client = Client(uri, timeout=60)
     client.create_table(name, SCHEMA, options={"bucket": "2", "bucket-key": "id"})
     _commit_each(client, name, (batch("demo", seq, 100) for seq in range(600)), 150, "commits")
-    print(run(sys.executable, "-m", "flight_server.cli", "compact", name, "--uri", uri).strip())
-    print(run(sys.executable, "-m", "flight_server.cli", "expire-snapshots", name, "--uri", uri,
+    print(run(sys.executable, "-m", "flight_cli", "compact", name, "--uri", uri).strip())
+    print(run(sys.executable, "-m", "flight_cli", "expire-snapshots", name, "--uri", uri,
               "--retain-max", "10").strip())
 
     # A primary-key table taking upserts: its merge tree's sorted runs stay few, and a read sees each key once.

@@ -27,7 +27,7 @@ class ServerProcess:
     def __init__(self, warehouse: str, *extra: str, log_level: str | None = None,
                  stderr=subprocess.PIPE, command: list[str] | None = None):
         levels = ["--log-level", log_level] if log_level else []
-        argv = command or [sys.executable, "-m", "flight_server.cli", *levels, "serve", "--port", "0",
+        argv = command or [sys.executable, "-m", "flight_cli", *levels, "serve", "--port", "0",
                            "--warehouse", warehouse, *extra]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True,
                                      env=child_env(), cwd=ROOT)

@@ -93,7 +93,7 @@ def test_other_system_tables_writes_and_row_kind_filters_are_refused_naming_what
 
 
 def tail(uri: str, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_server.cli", "tail", *argv, "--format", "jsonl", "--uri", uri],
+    return subprocess.run([sys.executable, "-m", "flight_cli", "tail", *argv, "--format", "jsonl", "--uri", uri],
                           capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=120)
 
 

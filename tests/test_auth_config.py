@@ -130,7 +130,7 @@ def test_serve_with_a_bad_auth_file_exits_with_the_reason(tmp_path):
     bad = tmp_path / "auth.json"
     bad.write_text("{not json")
     for path, message in ((bad, "is not JSON"), (tmp_path / "missing.json", "cannot read --auth file")):
-        out = subprocess.run([sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--auth", str(path),
+        out = subprocess.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--auth", str(path),
                               "--warehouse", str(tmp_path / "w")], capture_output=True, text=True, timeout=60,
                              env=child_env(), cwd=ROOT)
         assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -18,12 +18,12 @@ from tests.paimon_tables import Warehouse, rows
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=child_env(), cwd=ROOT)
 
 
 def tail_process(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
 
 
@@ -253,7 +253,7 @@ def test_list_piped_into_head_exits_0(server_process):
     wide = pa.schema([(f"a_rather_long_column_name_{i}", pa.int64()) for i in range(40)])
     for i in range(100):  # ~150 KB of listing: list still writes when head has gone
         client.register(f"wide_{i}", wide)
-    pipeline = f"set -o pipefail; {sys.executable} -m flight_server.cli list --uri {uri} | head -1"
+    pipeline = f"set -o pipefail; {sys.executable} -m flight_cli list --uri {uri} | head -1"
     out = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, env=child_env(), cwd=ROOT,
                          timeout=60)
     assert out.returncode == 0 and len(out.stdout.splitlines()) == 1, (out.returncode, out.stderr)

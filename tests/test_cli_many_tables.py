@@ -18,7 +18,7 @@ from tests.conftest import ROOT, child_env
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           input=stdin, timeout=120, env=child_env(), cwd=ROOT)
 
 

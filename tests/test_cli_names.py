@@ -90,9 +90,9 @@ def test_the_example_producers_and_the_cli_honour_flight_paimon_uri(server_proce
     env = {**child_env(), "FLIGHT_PAIMON_URI": server_process.uri}
     run = lambda *argv: subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env,  # noqa: E731
                                        cwd=ROOT, timeout=60)
-    assert run("-m", "flight_server.cli", "register", "env", "--schema", "id:int64,name:string,ts:timestamp[us]"
+    assert run("-m", "flight_cli", "register", "env", "--schema", "id:int64,name:string,ts:timestamp[us]"
                ).returncode == 0
     produced = run("-m", "producers.examples.counter", "env", "--batches", "2", "--rows", "3")
     assert produced.returncode == 0, produced.stderr
-    stats = json.loads(run("-m", "flight_server.cli", "stats", "push:env").stdout)
+    stats = json.loads(run("-m", "flight_cli", "stats", "push:env").stdout)
     assert stats["push"]["env"]["partitions"]["0"]["rows_in"] == 6

@@ -19,14 +19,14 @@ FALLBACK = "falling back"  # pypaimon's "Native plan failed, falling back to the
 
 
 def cli(*args: str, cwd=ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=child_env(), cwd=cwd)
 
 
 @pytest.mark.timeout(90)
 def test_a_relative_warehouse_is_read_by_pypaimon_rust_without_a_fallback(tmp_path):
     """The README's `--warehouse ./warehouse`, from the directory the operator is in."""
-    server = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "serve", "--port", "0",
+    server = subprocess.Popen([sys.executable, "-m", "flight_cli", "serve", "--port", "0",
                                "--warehouse", "./warehouse"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=child_env(), cwd=tmp_path)
     try:
@@ -100,7 +100,7 @@ def test_every_help_states_each_default_once():
 @pytest.mark.timeout(60)
 def test_no_color_takes_the_colour_out_of_the_log_and_the_table(tmp_path, client):
     """serve's log on a terminal is coloured, but not with NO_COLOR=1; neither is tail's table."""
-    serve = [sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--warehouse", str(tmp_path / "w")]
+    serve = [sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse", str(tmp_path / "w")]
     screens = {}
     for no_color in (None, "1"):
         term = Terminal(serve, env={"NO_COLOR": no_color})
@@ -114,7 +114,7 @@ def test_no_color_takes_the_colour_out_of_the_log_and_the_table(tmp_path, client
 
     with client.register_streaming_table("plain", pa.schema([("id", pa.int64())])) as sink:
         sink.write(pa.record_batch([pa.array([1, 2])], names=["id"]))
-    term = Terminal([sys.executable, "-m", "flight_server.cli", "tail", "push:plain", "--from", "earliest",
+    term = Terminal([sys.executable, "-m", "flight_cli", "tail", "push:plain", "--from", "earliest",
                      "--uri", client.uri], env={"NO_COLOR": "1"})
     try:
         assert term.wait() == 0, term.screen[-500:]

@@ -21,7 +21,7 @@ HEAVY = ("pypaimon", "flight_server.server", "flight_server.ingest", "flight_ser
 
 
 def imported(*args: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flight_server.cli", *args], capture_output=True,
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flight_cli", *args], capture_output=True,
                          text=True, env=child_env(), cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     return {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
@@ -33,7 +33,7 @@ def test_version_list_and_tail_import_neither_pypaimon_nor_the_server(server_pro
         sink.write(make_batch(0, 2))
     uri = ["--uri", server_process.uri]
     version = imported("--version")
-    assert "pyarrow" not in version and "flight_server.cli.parser" in version  # nothing but argparse
+    assert "pyarrow" not in version and "flight_cli.parser" in version  # nothing but argparse
     for args in (["list", *uri], ["tail", "push:t", "--from", "earliest", "-e", *uri], ["stats", "push:t", *uri]):
         modules = imported(*args)
         assert "producers.client" in modules, args  # the run really got as far as the client
@@ -51,7 +51,7 @@ def test_list_builds_no_action_types_and_sets_up_logging_only_when_a_record_come
     assert [m for m in modules if m.startswith(("flight_server.wire.actions", "structlog", "tenacity", "asyncio",
                                                 "flight_server.wire.allocator", "difflib"))] == []
     script = ("import logging, sys\n"
-              "from flight_server.cli import logs\n"
+              "from flight_cli import logs\n"
               "logs.configure_on_first_record('info')\n"
               "assert 'structlog' not in sys.modules\n"
               "logging.getLogger('producers.sink').debug('below the level')\n"
@@ -81,7 +81,7 @@ def test_a_command_makes_only_the_action_types_it_uses(server_process):
         sink.write(make_batch(0, 2))
     made = json.loads(in_child(
         "import contextlib, io, json, sys\n"
-        "from flight_server.cli.main import main\n"
+        "from flight_cli.main import main\n"
         "from flight_server.wire import actions\n"
         "assert not actions._MADE\n"
         f"with contextlib.redirect_stdout(io.StringIO()) as out:\n"
@@ -122,7 +122,7 @@ def test_a_message_type_is_a_frozen_dataclass_from_its_first_use_on():
 
 
 def test_only_the_command_run_gets_its_flags_built():
-    from flight_server.cli.parser import COMMANDS, build_parser, command_in
+    from flight_cli.parser import COMMANDS, build_parser, command_in
 
     assert sorted(build_parser().command_parsers) == sorted(COMMANDS)
     assert sorted(build_parser("tail").command_parsers) == ["tail"]
@@ -138,7 +138,7 @@ def test_a_client_command_ends_its_process_once_its_output_is_out_and_serve_does
     handlers are flushed, without Python's teardown (atexit handlers do not run)."""
     script = ("import atexit, sys\n"
               "atexit.register(lambda: print('teardown ran'))\n"
-              "from flight_server.cli import main\n"
+              "from flight_cli import main\n"
               "sys.exit(main(sys.argv[1:]))\n")
     uri = ["--uri", server_process.uri]
     Client(server_process.uri, timeout=10).register_streaming_table("t", SCHEMA).close()

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-PACKAGES = ("flight_server", "producers", "spark_reader")  # pyproject.toml's packages.find
+PACKAGES = ("flight_server", "producers", "spark_reader", "flight_cli")  # pyproject.toml's packages.find
 NOT_IN_THE_CLIENT = ("pypaimon", "pypaimon_rust", "pyspark", "pandas", "numpy", "prometheus_client", "pydantic")
 UNREACHABLE = re.compile(r"NewConnectionError|Temporary failure in name resolution|Network is unreachable|"
                          r"ConnectTimeout|Max retries exceeded|No route to host")

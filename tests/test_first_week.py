@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from flight_server.cli import stats as cli_stats
+from flight_cli import stats as cli_stats
 from flight_server.paimon.compat.options import known_options, misspelt_option
 from flight_server.wire.actions import SchemaChange
 from producers.examples.events import SCHEMA as EVENTS

@@ -66,7 +66,7 @@ def test_a_stream_that_meets_its_committer_being_evicted_takes_the_next_one(ware
 
 
 def test_serve_takes_the_table_idle_timeout_in_paimons_duration_grammar():
-    from flight_server.cli.parser import build_parser
+    from flight_cli.parser import build_parser
 
     args = build_parser().parse_args(["serve", "--table-idle-timeout", "30 s"])
     assert args.table_idle_timeout == 30_000

@@ -1,17 +1,28 @@
 """The import graph shows the design: no cycle between modules, and no import that goes up a layer.
 
-Every module of flight_server/, producers/, spark_reader/, chaos/ and scripts/ is parsed with
-`ast` (nothing is imported). Every `import` and `from ... import` statement is an edge, wherever it
-stands: module level, inside a function (the lazy imports that keep `flight_cli --version` light)
-or under `if TYPE_CHECKING` alike, since each is a dependency a reader has to follow.
-`from pkg import name` is an edge to the module `pkg.name` when there is one, else to `pkg`; a
-package's own `__init__` is not an edge of its submodules' imports (Python runs it first whatever
-imports them, so such an edge would make every package that re-exports a submodule a cycle). Imports by name at run time (`importlib.import_module`: cli/main.py
-running the command the parser chose, all in the CLI's own layer; wire/errors.py reaching pyarrow;
-raw_grpc's generated stubs) are not edges.
+Every module of flight_server/, producers/, spark_reader/, flight_cli/, chaos/ and scripts/ is
+parsed with `ast` (nothing is imported). Every `import` and `from ... import` statement is an
+edge, wherever it stands: module level, inside a function (the lazy imports that keep
+`flight_cli --version` light) or under `if TYPE_CHECKING` alike, since each is a dependency a
+reader has to follow. `from pkg import name` is an edge to the module `pkg.name` when there is
+one, else to `pkg`; a package's own `__init__` is not an edge of its submodules' imports (Python
+runs it first whatever imports them, so such an edge would make every package that re-exports a
+submodule a cycle). Imports by name at run time (`importlib.import_module`: flight_cli/main.py
+running the command the parser chose, all in the CLI's own layer; wire/errors.py reaching
+pyarrow; raw_grpc's generated stubs) are not edges.
 
-The layers, lowest first; an area may import its own modules and the areas in its last column,
-all of them lower, and nothing else:
+The packages, lowest first; each imports only the packages below it that its row names:
+
+| package       | what it is                                   | may import |
+|---------------|----------------------------------------------|------------|
+| flight_server | the server, and the wire (`flight_server.wire`) | - |
+| producers     | the client                                   | flight_server (its wire alone) |
+| spark_reader  | the Spark data source, a client              | flight_server (its wire alone), producers |
+| flight_cli    | the command line: client commands and `serve` | flight_server, producers |
+| chaos/scripts | the tools                                    | anything |
+
+Within them, the layers, lowest first; an area may import its own modules and the areas in its
+last column, all of them lower, and nothing else:
 
 | layer | area         | modules                                                        | may import |
 |-------|--------------|----------------------------------------------------------------|------------|
@@ -24,18 +35,18 @@ all of them lower, and nothing else:
 | 3     | ingest       | flight_server/ingest/                                          | wire, core, paimon |
 | 4     | maintenance  | flight_server/maintenance/                                     | wire, core, paimon, ingest |
 | 5     | front        | flight_server/ `server` `actions` `middleware` `metrics`       | wire, core, push, paimon, ingest, maintenance |
-| 6     | cli          | flight_server/cli/                                             | wire, producers, and the server (`serve` runs one) |
+| 6     | cli          | flight_cli/                                                    | wire, producers, and the server (`serve` runs one) |
 | 7     | tools        | chaos/, scripts/                                               | anything |
 
 So the server never imports a client, the CLI or the tools; clients import only the wire (and
 spark_reader the client package); push and paimon, areas of one layer, never import each other.
 
 The CLI is a client that also starts the server: issue 39 lets it "import the client package from
-a place above both", which is layer 6 here, above the server and producers, with nothing but the
-tools importing it. Its client commands keep to the wire and the client: every CLI module but
-`cli/serve.py` imports of the server only `flight_server.limits` (`serve_args.py` shows the
-`--max-*` defaults in `--help`; limits.py imports the stdlib and the wire), as
-test_cli_startup.py checks of real runs.
+a place above both", its own package flight_cli/ (issue 49), above the server and producers, with
+nothing but the tools importing it. Its client commands keep to the wire and the client: every
+CLI module but `flight_cli/serve.py` imports of the server only `flight_server.limits`
+(`serve_args.py` shows the `--max-*` defaults in `--help`; limits.py imports the stdlib and the
+wire), as test_cli_startup.py checks of real runs.
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("flight_server", "producers", "spark_reader", "chaos", "scripts")
+PACKAGES = ("flight_server", "producers", "spark_reader", "flight_cli", "chaos", "scripts")
 
 CORE = ("__init__", "source", "tickets", "status", "polling", "limits", "auth", "auth_file", "processes")
 FRONT = ("server", "actions", "middleware", "metrics")
@@ -64,6 +75,15 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "front": (5, ("wire", "core", "push", "paimon", "ingest", "maintenance")),
     "cli": (6, ("wire", "producers", *SERVER)),
     "tools": (7, ("wire", "producers", "spark_reader", "cli", *SERVER)),
+}
+
+# package: the packages it may import, all of them lower (the docstring's first table)
+PACKAGE_IMPORTS: dict[str, tuple[str, ...]] = {
+    "flight_server": (),
+    "producers": ("flight_server",),
+    "spark_reader": ("flight_server", "producers"),
+    "flight_cli": ("flight_server", "producers"),
+    "tools": ("flight_server", "producers", "spark_reader", "flight_cli"),
 }
 
 # what the CLI's client commands (every CLI module but serve.py) may import of the server
@@ -90,11 +110,18 @@ def area(module: str) -> str:
         return "tools"
     if parts[0] in ("producers", "spark_reader"):
         return parts[0]
+    if parts[0] == "flight_cli":
+        return "cli"
     if len(parts) == 1 or (len(parts) == 2 and parts[1] in CORE):
         return "core"
     if len(parts) == 2 and parts[1] in FRONT:
         return "front"
-    return parts[1]  # wire, push, paimon, ingest, maintenance, cli
+    return parts[1]  # wire, push, paimon, ingest, maintenance
+
+
+def package(module: str) -> str:
+    top = module.split(".")[0]
+    return "tools" if top in ("chaos", "scripts") else top
 
 
 def import_graph() -> dict[str, dict[str, int]]:
@@ -195,6 +222,22 @@ def test_no_import_cycle():
     assert not found, "import cycles:\n" + "\n".join(described)
 
 
+def test_the_package_table_only_points_down():
+    order = list(PACKAGE_IMPORTS)
+    up = {name: [m for m in may if order.index(m) >= order.index(name)] for name, may in PACKAGE_IMPORTS.items()}
+    assert {name: m for name, m in up.items() if m} == {}
+
+
+def test_no_package_imports_one_above_it():
+    """The server imports no client and no CLI; a client no CLI; the CLI no tool."""
+    graph = import_graph()
+    assert {package(m) for m in graph} == set(PACKAGE_IMPORTS)  # every package was walked
+    up = [f"{package(a)} -> {package(b)}: {_edge(graph, a, b)}"
+          for a in sorted(graph) for b in sorted(graph[a])
+          if package(a) != package(b) and package(b) not in PACKAGE_IMPORTS[package(a)]]
+    assert not up, "imports of a package above (or beside) the importer's:\n" + "\n".join(up)
+
+
 def test_no_import_goes_up_a_layer():
     graph = import_graph()
     up = [f"{area(a)} -> {area(b)}: {_edge(graph, a, b)}"
@@ -206,15 +249,15 @@ def test_no_import_goes_up_a_layer():
 def test_the_clis_client_commands_import_only_the_wire_and_the_client():
     graph = import_graph()
     server = [_edge(graph, a, b) for a in sorted(graph) for b in sorted(graph[a])
-              if area(a) == "cli" and a != "flight_server.cli.serve"
+              if area(a) == "cli" and a != "flight_cli.serve"
               and area(b) in SERVER and b not in CLI_CLIENT_SERVER_IMPORTS]
     assert not server, "CLI modules besides serve.py that import the server:\n" + "\n".join(server)
 
 
 def test_the_graph_sees_lazy_and_relative_imports():
     graph = import_graph()
-    assert "flight_server.cli.main" in graph["flight_server.cli"]  # inside main(), after the malloc set-up
-    assert "flight_server.server" in graph["flight_server.cli.serve"]
+    assert "flight_cli.main" in graph["flight_cli"]  # inside main(), after the malloc set-up
+    assert "flight_server.server" in graph["flight_cli.serve"]
     assert graph["producers"]  # producers/__init__.py's imports
     edges = defaultdict(set)
     for a, targets in graph.items():

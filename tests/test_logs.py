@@ -101,7 +101,7 @@ def test_a_viewer_ended_by_ctrl_c_is_logged_as_done_not_as_a_warning(server, cli
     with capture_logs() as logs, client.sink("t") as sink:  # the producer stays: the view waits for more
         for i in range(5):
             sink.write(make_batch(i * 3, 3))
-        viewer = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", "push:t", "--from", "earliest",
+        viewer = subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", "push:t", "--from", "earliest",
                                    "--format", "jsonl", "--uri", server.uri], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
         try:

@@ -219,7 +219,7 @@ def test_flight_cli_compact_and_expire_snapshots(server, warehouse):
         wh.commit(t, rows(i * 10, 10))
 
     def cli(*args) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "flight_server.cli", *args, "--uri", server.uri],
+        return subprocess.run([sys.executable, "-m", "flight_cli", *args, "--uri", server.uri],
                               capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
 
     done = cli("compact", f"paimon:{t}")

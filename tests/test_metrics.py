@@ -146,7 +146,7 @@ def readme_metric_names() -> set[str]:
 
 
 def cli(*args: str, uri: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**child_env(), "FLIGHT_PAIMON_URI": uri}, cwd=ROOT)
 
 
@@ -276,7 +276,7 @@ def test_the_metrics_port_listens_on_loopback_unless_told_otherwise(warehouse):
             with pytest.raises(ConnectionRefusedError):
                 socket.create_connection((outward, metrics_port), timeout=5)
     # Another address for metrics is asked for, and like --host it needs --auth (or --insecure).
-    out = subprocess.run([sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--warehouse", warehouse,
+    out = subprocess.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse", warehouse,
                           "--metrics-port", "0", "--metrics-host", "0.0.0.0"], capture_output=True, text=True,
                          timeout=60, env=child_env(), cwd=ROOT)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -161,7 +161,7 @@ def test_a_window_of_0_keeps_only_the_server_wide_series(warehouse):
     ("--metrics-max-tables", "-1", "argument --metrics-max-tables: '-1' is negative; pass 0 or more"),
 ])
 def test_bad_metrics_flags_are_refused_naming_the_flag(warehouse, flag, value, says):
-    out = subprocess.run([sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--warehouse", warehouse,
+    out = subprocess.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse", warehouse,
                           "--metrics-port", "0", f"{flag}={value}"], capture_output=True, text=True, timeout=60,
                          env=child_env(), cwd=ROOT)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -316,7 +316,7 @@ def test_killed_consumers_resume_from_committed_progress_and_never_skip(server, 
         return client.action("consumer_progress", {"table": t, "consumer_id": "crashy"})["next_snapshot"] or 1
 
     def tail() -> subprocess.Popen:
-        return python("-m", "flight_server.cli", "tail", t, "--uri", server.uri, "--consumer-id", "crashy",
+        return python("-m", "flight_cli", "tail", t, "--uri", server.uri, "--consumer-id", "crashy",
                       "--from", "earliest", "--poll-interval-ms", "20", "--format", "jsonl",
                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 

@@ -13,7 +13,7 @@ from tests.paimon_tables import Warehouse, rows
 
 
 def tail(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", *args, "--format", "jsonl"],
+    return subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", *args, "--format", "jsonl"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
 
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def cli(uri: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args, "--uri", uri],
+    return subprocess.run([sys.executable, "-m", "flight_cli", *args, "--uri", uri],
                           capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
 
 

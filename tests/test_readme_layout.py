@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("flight_server", "spark_reader", "producers", "chaos", "scripts")
+PACKAGES = ("flight_server", "spark_reader", "producers", "flight_cli", "chaos", "scripts")
 
 
 def _layout_rows() -> list[tuple[str, str]]:

@@ -115,7 +115,7 @@ def test_a_follow_sees_new_commits_and_a_durable_write_lands_in_the_bucket(serve
     assert client.producer_state("db.ingested", "p1") == 0
     assert reference(s3, warehouse_uri, "db.ingested").num_rows == 40
 
-    out = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", "db.ingested", "--uri", server.uri,
+    out = subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", "db.ingested", "--uri", server.uri,
                             "--from", "latest-full", "--format", "jsonl", "--limit", "70"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
     first = [json.loads(out.stdout.readline()) for _ in range(40)]  # the full scan of snapshot 1
@@ -130,7 +130,7 @@ def test_a_follow_sees_new_commits_and_a_durable_write_lands_in_the_bucket(serve
 
 def test_a_warehouse_that_cannot_be_opened_is_one_clear_line(s3):
     options = [a for k, v in {**s3, "s3.endpoint": "::not a url::"}.items() for a in ("--warehouse-option", f"{k}={v}")]
-    out = subprocess.run([sys.executable, "-m", "flight_server.cli", "serve", "--port", "0", "--warehouse",
+    out = subprocess.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse",
                           f"s3://{BUCKET}/wh", *options],
                          capture_output=True, text=True, timeout=120, env=child_env(), cwd=ROOT)
     assert out.returncode == 2 and "cannot open warehouse s3://" in out.stderr and "--warehouse-option" in out.stderr, \

@@ -79,7 +79,7 @@ def test_spark_tasks_read_from_both_servers_and_fail_over_when_one_is_killed(spa
     assert do_gets(b.log_path) == 2 + 4
 
     # flight_cli tail fails over the same way
-    out = subprocess.run([sys.executable, "-m", "flight_server.cli", "tail", "db.orders", "--uri", b.uri,
+    out = subprocess.run([sys.executable, "-m", "flight_cli", "tail", "db.orders", "--uri", b.uri,
                           "--from", "latest-full", "--format", "jsonl", "--limit", "4000"],
                          capture_output=True, text=True, timeout=120, env=child_env(), cwd=ROOT)
     assert out.returncode == 0, out.stderr

@@ -412,7 +412,7 @@ def test_flight_cli_tail_shows_the_new_columns_after_a_change_and_its_consumer_r
     put(client, "db.t", [v0([1, 2, 3, 4])])
 
     def tail(limit: int) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", "db.t", "--from", "earliest",
+        return subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", "db.t", "--from", "earliest",
                                  "--consumer-id", "c", "--limit", str(limit), "--format", "jsonl", "--uri",
                                  client.uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=child_env(), cwd=ROOT)

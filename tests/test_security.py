@@ -280,7 +280,7 @@ def test_without_the_ca_or_without_a_client_certificate_the_error_says_what_to_p
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=60, env=env, cwd=ROOT)
 
 

@@ -29,7 +29,7 @@ def progress(client, table: str, consumer: str) -> int | None:
 
 
 def cli_tail(uri: str, table: str, consumer: str, limit: int) -> list[int]:
-    proc = subprocess.run([sys.executable, "-m", "flight_server.cli", "tail", table, "--consumer-id", consumer,
+    proc = subprocess.run([sys.executable, "-m", "flight_cli", "tail", table, "--consumer-id", consumer,
                            "--limit", str(limit), "--format", "jsonl", "--uri", uri],
                           capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -28,7 +28,7 @@ class Tail:
     gathered by threads as they come."""
 
     def __init__(self, *argv: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", *argv, "--format", "jsonl"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", *argv, "--format", "jsonl"],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
                                      cwd=ROOT)
         self.rows: list[dict] = []

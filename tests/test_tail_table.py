@@ -24,7 +24,7 @@ def test_a_narrow_terminal_shortens_strings_and_keeps_every_number_and_time_whol
         sink.write(pa.RecordBatch.from_pylist([{"id": 7, "note": "short", "at": at, "price": 1}], schema=SCHEMA))
         sink.write(pa.RecordBatch.from_pylist([  # a later batch: an id wider than the first batch's column
             {"id": 1234567890123456789, "note": "n" * 60, "at": at, "price": Decimal("1234567890123456.7891")}], schema=SCHEMA))
-    term = Terminal([sys.executable, "-m", "flight_server.cli", "tail", "push:narrow", "--from", "earliest", "-e",
+    term = Terminal([sys.executable, "-m", "flight_cli", "tail", "push:narrow", "--from", "earliest", "-e",
                      "--uri", client.uri], columns=110)
     try:
         assert term.wait() == 0, term.screen[-1000:]
@@ -43,7 +43,7 @@ def test_the_row_count_after_head_is_of_rows_written(client):
     ids = pa.schema([("id", pa.int64())])
     with client.register_streaming_table("big", ids) as sink:
         sink.write(pa.record_batch({"id": list(range(20_000))}, schema=ids))  # ~200 KB of lines: past a pipe's buffer
-    pipeline = (f"{sys.executable} -m flight_server.cli tail push:big --from earliest -e --format jsonl "
+    pipeline = (f"{sys.executable} -m flight_cli tail push:big --from earliest -e --format jsonl "
                 f"--uri {client.uri} | head -1")
     out = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, env=child_env(), cwd=ROOT,
                          timeout=60)

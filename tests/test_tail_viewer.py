@@ -19,7 +19,7 @@ from tests.conftest import ROOT, child_env, wait_for
 
 
 def tail(uri: str, *args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "flight_server.cli", "tail", *args, "--uri", uri],
+    return subprocess.Popen([sys.executable, "-m", "flight_cli", "tail", *args, "--uri", uri],
                             env=child_env(), cwd=ROOT, text=True, **kwargs)
 
 
@@ -83,7 +83,7 @@ def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_
 
     threading.Thread(target=drain_t3, daemon=True).start()
     try:
-        piped = subprocess.run(f"{sys.executable} -m flight_server.cli tail push:t3 --format jsonl --uri {uri} "
+        piped = subprocess.run(f"{sys.executable} -m flight_cli tail push:t3 --format jsonl --uri {uri} "
                                "| head -3", shell=True, capture_output=True, text=True, env=child_env(), cwd=ROOT,
                                timeout=120)
     finally:
@@ -173,7 +173,7 @@ def test_ctrl_c_in_a_real_terminal_ends_tail_quietly_and_the_rate_shows_only_the
     consumer = threading.Thread(target=lambda: consumed.extend(
         client.read_endpoint(client.info("tty").endpoints[0], timeout=60)), daemon=True)
     consumer.start()
-    term = Terminal([sys.executable, "-m", "flight_server.cli", "tail", "push:tty", "--uri", client.uri])
+    term = Terminal([sys.executable, "-m", "flight_cli", "tail", "push:tty", "--uri", client.uri])
     try:
         term.read_until(b"rows/s", "the live rate (stderr is a terminal here)")
         term.type(b"\x03")  # Ctrl-C, through the terminal's line discipline
@@ -223,7 +223,7 @@ def test_on_a_terminal_the_rate_line_stays_off_the_rows_and_the_columns_stay_put
 
     client.register("widths", SCHEMA, capacity=16)
     sink = client.sink("widths")
-    term = Terminal([sys.executable, "-m", "flight_server.cli", "tail", "push:widths", "--uri", client.uri])
+    term = Terminal([sys.executable, "-m", "flight_cli", "tail", "push:widths", "--uri", client.uri])
     try:
         wait_for(lambda: viewers(client, "widths") == 1, "the tail to attach as a viewer")
         sink.write(make_batch(1, 1))
@@ -250,7 +250,7 @@ def test_the_table_format_piped_into_head_exits_0(client):
     with client.register_streaming_table("many", SCHEMA, capacity=400) as sink:
         for i in range(300):  # ~1 MB of table text: tail still writes when head has gone
             sink.write(make_batch(i * 50, 50))
-    pipeline = (f"set -o pipefail; {sys.executable} -m flight_server.cli tail push:many --from earliest "
+    pipeline = (f"set -o pipefail; {sys.executable} -m flight_cli tail push:many --from earliest "
                 f"--uri {client.uri} | head -3")
     out = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, env=child_env(), cwd=ROOT,
                          timeout=60)

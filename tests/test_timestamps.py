@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from flight_cli.args import CliError, instant_ms
 from flight_server.actions import older_than_ms
-from flight_server.cli.args import CliError, instant_ms
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.units import parse_timestamp_ms
 from spark_reader.options import OptionError, parse

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flight_server.cli.main import build_parser
+from flight_cli.main import build_parser
 from flight_server.maintenance.options import MaintenanceOptions
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.units import parse_bytes, parse_duration_ms, parse_flag_bytes

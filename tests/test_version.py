@@ -18,7 +18,7 @@ from tests.process import ServerProcess
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=child_env(), cwd=ROOT)
 
 
