@@ -81,10 +81,11 @@ class TableBudget:
                 f"have {self.partitions} of at most {self.max_partitions} (--max-partitions); drop tables "
                 "that are done, register fewer partitions, or raise --max-partitions."
             )
-        need = partitions * (capacity_bytes or 0)
+        each = capacity_bytes or 0  # None: partitions bounded by batches only, which reserve no bytes
+        need = partitions * each
         if self.max_memory is not None and self.reserved + need > self.max_memory:
             raise LimitExceeded(
-                f"Cannot register push table {name!r}: it needs {partitions} partition(s) x {mib(capacity_bytes)} "
+                f"Cannot register push table {name!r}: it needs {partitions} partition(s) x {mib(each)} "
                 f"(capacity_bytes) = {mib(need)}, and --max-memory {mib(self.max_memory)} has "
                 f"{mib(self.max_memory - self.reserved)} left that other push tables do not hold; register "
                 "with a smaller capacity_bytes or fewer partitions, drop a table, or raise --max-memory."

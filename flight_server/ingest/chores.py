@@ -4,12 +4,15 @@ compaction's commit, a staged job's commit), and its outcome."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
 
 class Chore:
-    def __init__(self, fn, exclusive: bool = False):
+    def __init__(self, fn: Callable[[], Any], exclusive: bool = False):
         self.fn, self.done, self.exclusive = fn, threading.Event(), exclusive  # exclusive: the writers paused
-        self.result, self.error = None, None
+        self.result: Any = None
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
@@ -23,7 +26,7 @@ class Chore:
         self.error = error
         self.done.set()
 
-    def outcome(self):
+    def outcome(self) -> Any:
         """(Once done.) The function's result, or raise its error."""
         if self.error is not None:
             raise self.error

@@ -103,7 +103,7 @@ def job_stage(started_ms: int, nonce: str) -> str:
 
 def view_command(name: str, start: str = "latest", partition: int | None = None) -> dict:
     """A viewer of a push table (or one partition): what passes from `start`, never consuming it."""
-    cmd = {PUSH: name, VIEW: start}
+    cmd: dict[str, str | int] = {PUSH: name, VIEW: start}
     if partition is not None:
         cmd[PARTITION] = partition
     return cmd

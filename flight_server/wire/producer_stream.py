@@ -83,12 +83,13 @@ def read(chunks: Iterable[tuple[object, object]], named: bool = False) -> Iterat
             yield ProducerFailed(said.error)
             return
         if data is not None:
-            seq = None
+            seq: int | None = None
             if named:
-                seq = None if said is None else said.seq
-                if not is_int(seq, minimum=0):
+                said_seq = None if said is None else said.seq
+                if not is_int(said_seq, minimum=0):
                     raise StreamBroken(NO_SEQ, f"sent batch {received} without its app_metadata {{\"seq\": N}} "
-                                               f"(N an integer >= 0, got {seq!r})", received)
+                                               f"(N an integer >= 0, got {said_seq!r})", received)
+                seq = said_seq
             yield Batch(data, received, seq)
             received += 1
         elif said is None or not said.has_end:

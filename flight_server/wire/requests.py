@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
@@ -42,6 +43,8 @@ class PushSubject:
     checks grants on, said by the value itself."""
 
     kind = names.PUSH
+    name: str  # each subclass's dataclass fields (a plain class's annotations make no field)
+    partition: int | None
 
     @property
     def table(self) -> str:
@@ -61,11 +64,25 @@ class PaimonSubject:
     kind = names.PAIMON
 
     @property
-    def subject(self) -> str:
+    def subject(self: _Table) -> str:
         return f"Paimon table {self.table!r}"
 
-    def log_fields(self) -> dict:
+    def log_fields(self: _Read) -> dict:
         return {"table": self.table, "mode": self.mode}
+
+
+class _Table(Protocol):
+    """What PaimonSubject's subclasses have: a field or a property `table`."""
+
+    @property
+    def table(self) -> str: ...
+
+
+class _Read(_Table, Protocol):
+    """A read's subject (a write target says its own log fields)."""
+
+    @property
+    def mode(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -145,8 +162,8 @@ class ReplayRange(PushSubject):
     def from_json(cmd: dict) -> ReplayRange:
         name = cmd.get(names.PUSH)
         p, start, end = (cmd.get(k) for k in (names.PARTITION, names.RANGE_START, names.RANGE_END))
-        if not isinstance(name, str) or not all(
-                is_int(v, minimum=0) for v in (p, start, 0 if end is None else end)):
+        if not (isinstance(name, str) and is_int(p, minimum=0) and is_int(start, minimum=0)
+                and (end is None or is_int(end, minimum=0))):
             raise InvalidRequest(
                 f"A replay of push table {name!r} needs integer 'partition', 'start' and optional 'end' "
                 f"(>= 0), got partition={p!r} start={start!r} end={end!r}."
@@ -326,7 +343,7 @@ def _filter(value, table: str) -> tuple[tuple, ...]:
         raise InvalidRequest(
             f"Paimon read of {table!r}: 'filter' must be a list of [column, op, value], got {value!r}."
         )
-    out = []
+    out: list[tuple] = []
     for cond in value:
         if not isinstance(cond, list) or len(cond) not in (2, 3) or not isinstance(cond[0], str):
             raise InvalidRequest(

@@ -114,7 +114,7 @@ def parse_timestamp_ms(value: int | str, now_ms: int | None = None) -> int:
     if re.fullmatch(r"-?[0-9]+", text):
         millis = int(text) if len(text) <= 20 else -1  # past 64 bits either way (and int() refuses 4,300 digits)
     elif now_ms is not None and _RELATIVE.fullmatch(text):
-        return now_ms - parse_duration_ms(value)  # a bad unit: the duration grammar's own error
+        return now_ms - parse_duration_ms(str(value))  # a str (an int has no unit); a bad unit: the duration grammar's own error
     else:
         try:
             moment = datetime.fromisoformat(text)

@@ -8,6 +8,7 @@ protocol takes is an int that is not a bool.
 from __future__ import annotations
 
 import json
+from typing import TypeGuard
 
 from flight_server.wire.errors import InvalidRequest
 
@@ -15,7 +16,7 @@ MAX_BODY_BYTES = 1 << 20  # an action body, descriptor command or ticket: far ab
 MAX_JSON_DEPTH = 32
 
 
-def is_int(value, minimum: int | None = None, maximum: int | None = None) -> bool:
+def is_int(value: object, minimum: int | None = None, maximum: int | None = None) -> TypeGuard[int]:
     """Whether `value` is a JSON integer (not a bool) within [minimum, maximum] where given."""
     return (isinstance(value, int) and not isinstance(value, bool)
             and (minimum is None or value >= minimum) and (maximum is None or value <= maximum))
