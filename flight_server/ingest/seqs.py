@@ -33,7 +33,7 @@ from flight_server.wire.errors import StorageFailed
 log = structlog.get_logger(__name__)
 
 PROPERTY = "flight-paimon.producer-seqs"
-RECORD_DIR = "flight-paimon/producers"
+RECORD_DIR = compat.PRODUCER_RECORDS  # under the table's directory
 RECORD_PREFIX = "seqs-"
 READ_ATTEMPTS = 20  # a record listed then deleted (subsumed by a newer one): list again
 
@@ -53,8 +53,8 @@ class ProducerSeqs:
 
     def __init__(self, table):
         self._table = table
-        self._file_io = table.file_io
-        self._dir = f"{str(table.table_path).rstrip('/')}/{RECORD_DIR}"
+        self._files = compat.TableFiles(table)
+        self._dir = self._files.path(RECORD_DIR)  # for the log and errors
         self._lock = threading.Lock()  # the map
         self._walk = threading.RLock()  # refreshes, commits and records, one at a time
         self._seqs: dict[str, int] = {}
@@ -262,7 +262,7 @@ class ProducerSeqs:
         looked for again: the newer one is listed then."""
         for _ in range(READ_ATTEMPTS):
             try:
-                return [self._read_record(name) for name in compat.list_names(self._file_io, self._dir)
+                return [self._read_record(name) for name in self._files.names(RECORD_DIR)
                         if name.startswith(RECORD_PREFIX) and name.endswith(".json")]
             except FileNotFoundError:
                 continue
@@ -271,7 +271,7 @@ class ProducerSeqs:
 
     def _read_record(self, name: str) -> dict:
         path = f"{self._dir}/{name}"
-        text = self._file_io.read_file_utf8(path)
+        text = self._files.read_text(RECORD_DIR, name)
         try:
             record = json.loads(text)
             seqs = {str(p): int(s) for p, s in record["seqs"].items()}
@@ -296,8 +296,7 @@ class ProducerSeqs:
         name = f"{RECORD_PREFIX}{sid:020d}-{uuid.uuid4().hex[:12]}.json"
         body = {"snapshot": sid, "snapshot_time_ms": snap.time_millis if snap is not None else 0, "seqs": seqs}
         try:
-            compat.snapshots.make_dirs(self._file_io, self._dir)
-            compat.write_whole(self._file_io, f"{self._dir}/{name}", json.dumps(body, sort_keys=True))
+            self._files.write_whole(RECORD_DIR, name, json.dumps(body, sort_keys=True))
         except OSError as e:
             raise self._unwritable(e, sid) from e
         if self._failing is not None:
@@ -306,9 +305,7 @@ class ProducerSeqs:
         kept = set()
         for old in self._record_files:
             try:
-                self._file_io.delete(f"{self._dir}/{old}", False)
-            except FileNotFoundError:
-                pass  # another server's newer record subsumed it first
+                self._files.delete(self._files.path(RECORD_DIR, old))  # False: another server's newer record subsumed it first
             except OSError as e:  # subsumed all the same (a merge takes the highest seq): deleted next time
                 kept.add(old)
                 log.warning("producer_record_not_deleted", table=self.name, path=f"{self._dir}/{old}", error=str(e))

@@ -451,8 +451,9 @@ class Staging:
         """The staged files are all still there (orphan removal by another tool may take files no
         snapshot names; this server's own skips them): else nothing is committed."""
         table = self._table(name)
+        files = compat.TableFiles(table)
         for path in compat.written_paths(table, [m for a in chosen if a.spill is None for m in a.messages]):
-            if not table.file_io.exists(path):
+            if not files.exists(path):
                 raise NotFound(f"Paimon table {name!r}: a file stage {stage_id!r} wrote is gone ({path}: removed as an "
                                "orphan?); nothing of the stage was committed: run the job again.", table=name)
 
@@ -547,11 +548,7 @@ class Staging:
             table = self._table(name)
         except NotFound:  # dropped: its directory went with it
             return 0
-        deleted = 0
-        for path in compat.written_paths(table, staged_messages):
-            try:
-                deleted += bool(table.file_io.delete(path, False))
-            except FileNotFoundError:
-                pass
+        files = compat.TableFiles(table)
+        deleted = sum(files.delete(path) for path in compat.written_paths(table, staged_messages))
         log.info("staged_files_deleted", table=name, files=deleted, reason=why)
         return deleted

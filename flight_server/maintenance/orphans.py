@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import structlog
 
 from flight_server.maintenance.store import TableStore
+from flight_server.paimon import compat
 from flight_server.wire.errors import InvalidRequest
 
 log = structlog.get_logger(__name__)
@@ -26,9 +27,7 @@ DEFAULT_OLDER_THAN_MS = 86_400_000
 MIN_AGE_MS = 600_000  # a file younger than this may belong to a commit in flight: never a candidate
 
 
-def candidate_dir(name: str) -> bool:
-    """Whether a top-level directory of a table holds files orphan removal may delete."""
-    return name in ("manifest", "index", "statistics") or name.startswith("bucket-") or ("=" in name and not name.startswith("."))
+candidate_dir = compat.orphan_candidate_dir  # a table's top-level directory whose files orphan removal may delete
 
 
 @dataclass

@@ -23,7 +23,6 @@ from flight_server.paimon import compat
 log = structlog.get_logger(__name__)
 
 _IDENTIFIERS = itertools.count(1)
-UNKNOWN_MTIME_MS = 1 << 62  # a listed file whose status has no mtime: never older than any threshold
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,7 @@ class TableStore:
         self._live: tuple[int, dict] | None = None  # the last snapshot planned, and its files
         self._indexes: dict[str, list[tuple[str, str]]] = {}
         self.manager = table.snapshot_manager()
-        self.file_io = table.file_io
-        self.path = str(table.table_path).rstrip("/")
+        self.files = compat.TableFiles(table)  # where its files are, and their reads and deletes by path
         self._commit_user = f"flight-paimon-maintenance-{uuid.uuid4()}"
 
     # -- snapshots -------------------------------------------------------------------------
@@ -79,29 +77,26 @@ class TableStore:
         return compat.snapshot(self.manager, snapshot_id)
 
     def snapshot_path(self, snapshot_id: int) -> str:
-        return self.manager.get_snapshot_path(snapshot_id)
+        return self.files.snapshot_path(snapshot_id)
 
     def write_earliest_hint(self, snapshot_id: int) -> None:
-        compat.write_whole(self.file_io, f"{self.path}/snapshot/EARLIEST", str(snapshot_id))
+        self.files.write_earliest_hint(snapshot_id)
 
     def tagged_snapshots(self) -> list:
         """The snapshots the table's tags keep, by id."""
-        return compat.tagged_snapshots(self.file_io, self.path)
+        return compat.tagged_snapshots(self.files.file_io, self.files.root)
 
     def consumers(self) -> dict[str, int]:
         """Consumer id -> its next snapshot."""
-        return compat.consumers(self.file_io, self.path)
+        return compat.consumers(self.files.file_io, self.files.root)
 
     def expire_consumers(self, older_than_ms: int) -> list[str]:
         """Remove consumers whose progress file was last written before `older_than_ms` (epoch ms),
         as Java's ConsumerManager.expire; returns their ids. Not pypaimon's `expire`: on an object
         store it compares a datetime with a float and swallows the TypeError (nothing expires)."""
-        directory = f"{self.path}/consumer"
-        if not self.file_io.exists(directory):
-            return []
         prefix = compat.CONSUMER_PREFIX
         removed = []
-        for path, name, _size, mtime_ms in self._files_in(directory):
+        for path, name, _size, mtime_ms in self.files.consumer_files():
             if name.startswith(prefix) and mtime_ms < older_than_ms and self.delete(path):
                 removed.append(name[len(prefix):])
         return sorted(removed)
@@ -139,10 +134,10 @@ class TableStore:
         return [main] + [f"{parent}/{extra}" for extra in (f.extra_files or [])]
 
     def manifest_path(self, name: str) -> str:
-        return f"{self.path}/manifest/{name}"
+        return self.files.manifest_path(name)
 
     def statistics_path(self, name: str) -> str:
-        return f"{self.path}/statistics/{name}"
+        return self.files.statistics_path(name)
 
     def index_files(self, index_manifest: str) -> list[tuple[str, str]]:
         """(name, path) of each index file an index manifest lists (its entries' files: HASH
@@ -152,11 +147,11 @@ class TableStore:
         if index_manifest not in self._indexes:
             entries = compat.index_manifest_entries(self.table, index_manifest)
             path = self.manifest_path(index_manifest)
-            if not entries and not self.file_io.exists(path):  # gone (before or while it was read)
+            if not entries and not self.files.exists(path):  # gone (before or while it was read)
                 raise FileNotFoundError(path)
             if len(self._indexes) > 256:
                 self._indexes.clear()
-            self._indexes[index_manifest] = [(e.index_file.file_name, compat.index_file_path(self.table, e, self.file_io))
+            self._indexes[index_manifest] = [(e.index_file.file_name, compat.index_file_path(self.table, e, self.files.file_io))
                                              for e in entries]
         return self._indexes[index_manifest]
 
@@ -225,53 +220,20 @@ class TableStore:
         return names | manifests
 
     def exists(self, path: str) -> bool:
-        return bool(self.file_io.exists(path))
+        return self.files.exists(path)
 
     def has_entries(self, directory: str) -> bool:
         """Whether the table's top-level `directory` (branch, changelog, ...) holds anything."""
-        path = f"{self.path}/{directory}"
-        return self.file_io.exists(path) and any(True for _ in self._children(path))
+        return self.files.has_entries(directory)
 
     def list_files(self, top_dirs):
         """(path, name, size, mtime in epoch ms) of every file in the table's top-level directories
         `top_dirs(name)` accepts, and in the directories under them."""
-        import pyarrow.fs as pafs
-
-        pending = [f"{self.path}/{name}" for name, status in self._children(self.path)
-                   if status.type == pafs.FileType.Directory and top_dirs(name)]
-        while pending:
-            directory = pending.pop()
-            yield from self._files_in(directory, pending)
-
-    def _files_in(self, directory: str, subdirectories: list | None = None):
-        """(path, name, size, mtime in epoch ms) of each file in `directory` (mtime a datetime on
-        object stores, epoch seconds locally); its subdirectories are appended to `subdirectories`."""
-        import pyarrow.fs as pafs
-
-        for name, status in self._children(directory):
-            if status.type == pafs.FileType.Directory:
-                if subdirectories is not None:
-                    subdirectories.append(f"{directory}/{name}")
-                continue
-            mtime = status.mtime
-            if mtime is None:  # unknown: never old enough to delete
-                mtime_ms = UNKNOWN_MTIME_MS
-            else:
-                mtime_ms = int(mtime.timestamp() * 1000) if hasattr(mtime, "timestamp") else int(mtime * 1000)
-            yield f"{directory}/{name}", name, status.size or 0, mtime_ms
-
-    def _children(self, directory: str):
-        """(name, status) of each entry of `directory`."""
-        for status in self.file_io.list_status(directory):
-            path = str(getattr(status, "original_path", None) or status.path)
-            yield path.rstrip("/").rsplit("/", 1)[-1], status
+        return self.files.list_files(top_dirs)
 
     def delete(self, path: str) -> bool:
         """Delete one file; True if this call removed it (False: it was gone already)."""
-        try:
-            return bool(self.file_io.delete(path, False))
-        except FileNotFoundError:
-            return False
+        return self.files.delete(path)
 
     # -- compaction ------------------------------------------------------------------------
 

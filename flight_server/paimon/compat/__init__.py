@@ -13,8 +13,10 @@ they wrap:
 
 - `catalog`: the catalog, creating and naming tables, their columns as Arrow, their options;
 - `columns`: a table's columns by schema version (field ids), and whether a newer one exists;
-- `snapshots`: snapshots (read as Java reads them under a concurrent expiry), tags, consumers,
-  and small files written whole;
+- `snapshots`: snapshots (read as Java reads them under a concurrent expiry), tags, consumers;
+- `layout`: where a table's files are, and reading, writing, listing and deleting them by path
+  (Paimon's files, the server's producer records, small files written whole), and the table's
+  identity (its first schema's time): nothing outside compat touches a table's files by path;
 - `reads`: splits pinned into tickets, one snapshot's delta planned on its own;
 - `manifests`: where data and index files live, the files a snapshot reads, its manifests, and
   the manifest merge our commits do;
@@ -37,6 +39,7 @@ from flight_server.paimon.compat import (
     columns,
     commit,
     errors,
+    layout,
     manifests,
     merge_tree,
     reads,
@@ -59,7 +62,6 @@ from flight_server.paimon.compat.catalog import (
     refuses_retractions,
     row_kind_field,
     shares_buckets,
-    table_identity,
 )
 from flight_server.paimon.compat.columns import (
     Columns,
@@ -80,6 +82,14 @@ from flight_server.paimon.compat.commit import (
     mark_compacted,
 )
 from flight_server.paimon.compat.errors import Outcome, classify
+from flight_server.paimon.compat.layout import (
+    PRODUCER_RECORDS,
+    TableFiles,
+    list_names,
+    orphan_candidate_dir,
+    table_identity,
+    write_whole,
+)
 from flight_server.paimon.compat.manifests import (
     MANIFEST_MERGE_MIN_COUNT,
     MERGED_MANIFEST_BYTES,
@@ -127,7 +137,6 @@ from flight_server.paimon.compat.snapshots import (
     find_commit,
     is_data_commit,
     latest_snapshot_id,
-    list_names,
     listed_snapshot_ids,
     read_consumer,
     recent_changelog,
@@ -138,13 +147,12 @@ from flight_server.paimon.compat.snapshots import (
     tag_snapshot,
     tagged_snapshots,
     write_consumer,
-    write_whole,
 )
 
 PYPAIMON_VERSION = "2.1.0"  # the version every function here was read from (pyproject.toml pins it)
 
 __all__ = [
-    "audit", "catalog", "columns", "commit", "errors", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
+    "audit", "catalog", "columns", "commit", "errors", "layout", "manifests", "merge_tree", "reads", "snapshots", "PYPAIMON_VERSION",
     # audit_log
     "AUDIT_READ_OPTIONS", "keep_retractions",
     # errors
@@ -154,12 +162,14 @@ __all__ = [
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
     "compaction_changelog_producer", "create_catalog", "create_table", "drop_table", "fixed_buckets", "list_tables",
-    "native_write_table", "refuses_retractions", "row_kind_field", "shares_buckets", "table_identity",
+    "native_write_table", "refuses_retractions", "row_kind_field", "shares_buckets",
+    # the table's files by path
+    "PRODUCER_RECORDS", "TableFiles", "list_names", "orphan_candidate_dir", "table_identity", "write_whole",
     # snapshots, tags, consumers
     "CONSUMER_PREFIX", "RECENT_SNAPSHOTS", "consumers", "create_tag", "delete_tag", "earliest_snapshot_id",
-    "find_commit", "is_data_commit", "latest_snapshot_id", "list_names", "listed_snapshot_ids", "read_consumer",
+    "find_commit", "is_data_commit", "latest_snapshot_id", "listed_snapshot_ids", "read_consumer",
     "recent_changelog", "restore_consumer", "snapshot", "snapshots_around", "tag_names", "tag_snapshot",
-    "tagged_snapshots", "write_consumer", "write_whole",
+    "tagged_snapshots", "write_consumer",
     # reads
     "close_planner", "delta_splits", "merged_row_count", "new_delta_planner", "output_schema", "pin_splits",
     "should_scan", "split_sort_key", "unpin_splits",

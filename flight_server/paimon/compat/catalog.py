@@ -1,5 +1,5 @@
-"""The catalog and its tables: creating, listing and naming them, their columns as Arrow, their
-identity, and the options this server reads them or writes them with."""
+"""The catalog and its tables: creating, listing and naming them, their columns as Arrow, and the
+options this server reads them or writes them with."""
 
 from __future__ import annotations
 
@@ -312,27 +312,6 @@ def shares_buckets(table) -> bool:
     from pypaimon.table.bucket_mode import BucketMode
 
     return not table.primary_keys and table.bucket_mode() == BucketMode.BUCKET_UNAWARE
-
-
-def table_identity(table) -> str | None:
-    """When the table was created (its first schema's time), read afresh; None once it is gone.
-
-    Tells a table from a later one created under the same name: a reader planned on the first
-    must never read the second's snapshots.
-
-    Read from pypaimon 2.1.0: `pypaimon.schema.schema_manager.SchemaManager(file_io, path)`, its
-    `get_schema(0)` (which wraps a file that vanished mid-read in a RuntimeError) and its private
-    `_to_schema_path`."""
-    from pypaimon.schema.schema_manager import SchemaManager
-
-    manager = SchemaManager(table.file_io, table.table_path)
-    try:
-        schema = manager.get_schema(0)
-    except (FileNotFoundError, RuntimeError):  # pypaimon wraps a file that vanished mid-read
-        if table.file_io.exists(manager._to_schema_path(0)):
-            raise
-        return None  # dropped between the existence check and the read
-    return None if schema is None else str(schema.time_millis)
 
 
 def arrow_schema(table) -> pa.Schema:

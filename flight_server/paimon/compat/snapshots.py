@@ -1,10 +1,8 @@
 """Snapshots, tags and consumers: reading them as Java Paimon does where pypaimon's reads fail
-under a concurrent expiry, and writing the small files (consumer progress, the EARLIEST hint)
-whole or not at all."""
+under a concurrent expiry, and writing consumer progress whole or not at all."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import uuid
@@ -14,6 +12,7 @@ from pypaimon.consumer.consumer import Consumer
 from pypaimon.consumer.consumer_manager import ConsumerManager
 from pypaimon.filesystem.local_file_io import LocalFileIO
 
+from flight_server.paimon.compat.layout import list_names
 from flight_server.wire.errors import WrongState
 
 RECENT_SNAPSHOTS = 100  # how far back a follow looks for a changelog before saying none is made
@@ -130,48 +129,6 @@ def listed_snapshot_ids(snapshot_manager) -> list[int]:
         if name.startswith("snapshot-") and name[len("snapshot-"):].isdigit():
             ids.append(int(name[len("snapshot-"):]))
     return sorted(ids)
-
-
-def list_names(file_io, directory: str) -> list[str]:
-    """The names of the entries of `directory` (none when it does not exist).
-
-    Read from pypaimon 2.1.0: `FileIO.list_status` gives pyarrow FileInfos (local) or statuses
-    with an `original_path` (object stores)."""
-    if not file_io.exists(directory):
-        return []
-    return [str(getattr(status, "original_path", None) or status.path).rstrip("/").rsplit("/", 1)[-1]
-            for status in file_io.list_status(directory)]
-
-
-def write_whole(file_io, path: str, content: str) -> None:
-    """Write a small file whole or not at all: on a local warehouse beside it, then renamed over
-    (pypaimon overwrites in place, and a kill in between leaves an empty file); an object store's
-    PUT is already atomic.
-
-    Read from pypaimon 2.1.0: `LocalFileIO` and its private `_to_file(path)` (the local Path)."""
-    if not isinstance(file_io, LocalFileIO):
-        file_io.write_file(path, content, overwrite=True)
-        return
-    target = file_io._to_file(path)
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        temp.write_text(content)
-        os.replace(temp, target)
-    except OSError:
-        with contextlib.suppress(OSError):  # a full disk leaves the empty temporary file behind
-            temp.unlink(missing_ok=True)
-        raise
-
-
-def make_dirs(file_io, directory: str) -> None:
-    """Create `directory` (and its parents) unless it is one already; a file in its place is
-    NotADirectoryError, as the OS says it.
-
-    Read from pypaimon 2.1.0: `FileIO.check_or_mkdirs` raises ValueError for a file in the way."""
-    try:
-        file_io.check_or_mkdirs(directory)
-    except ValueError as e:
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from e
 
 
 # What refused a write, by errno (a local warehouse), in the operator's words.
