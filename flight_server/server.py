@@ -404,11 +404,10 @@ def _with_metadata(items: Items, call: _Call):
 
 def _pulled(schema: pa.Schema, items: Items, call: _Call):
     """Batches without app_metadata as one RecordBatchReader that Flight's C++ pulls (a
-    RecordBatchStream, as the minimal bridge of scripts/bench_push.py serves; measured, the
-    server's CPU per GiB stayed within noise of a GeneratorStream's). An error ends that reader
-    quietly and is raised here, after it, where pyarrow keeps the error's status code and
-    extra_info: raised inside the reader, every error would reach the client as UNKNOWN with the
-    server's traceback in its text (as Paimon snapshot reads did before)."""
+    RecordBatchStream, as the minimal bridge of scripts/bench_push.py serves: docs/benchmarks_push.md).
+    An error ends that reader quietly and is raised here, after it, where pyarrow keeps the error's
+    status code and extra_info: raised inside the reader, every error would reach the client as
+    UNKNOWN with the server's traceback in its text."""
     failed: list[BaseException] = []
 
     def batches():

@@ -1,4 +1,4 @@
-"""What a table's committer holds between do_put and its writer threads: the bounded batch queue,
+"""What a table's committer holds between do_put and its writer lanes: the bounded batch queue,
 and the policy that says when a group commit is due. Pure parts, without threads or locks (the
 committer's lock guards them), so each rule is tested on its own (tests/test_batch_queue.py).
 """
@@ -115,5 +115,5 @@ class CommitPolicy:
 
     def crossed(self, before: int, added: int) -> bool:
         """Whether a batch of `added` bytes, with `before` pending, starts a group or makes it big
-        enough to commit early (the commit thread is woken then)."""
+        enough to commit early (its commit step is woken then)."""
         return not before or before < self.commit_bytes <= before + added

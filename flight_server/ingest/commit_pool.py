@@ -1,5 +1,6 @@
-"""The threads that run every table's group commits on one server: a bounded pool, not a thread
-per table, so that a server's threads follow what it commits at once, not the tables it ever wrote.
+"""The threads that run every table's commit step on one server (its group commits and, between
+them, its chores: compactions' and staged jobs' commits): a bounded pool, not a thread per table,
+so that a server's threads follow what it commits at once, not the tables it ever wrote.
 
 A job (a table's committer) is woken when it has something to do (`wake`: a group started, a
 commit's bytes arrived, a chore or a close came), and a worker runs its `step()`, which does what

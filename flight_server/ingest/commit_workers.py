@@ -1,10 +1,12 @@
-"""Group commits' Paimon work in worker processes, so that a server's commits use every core.
+"""Group commits' Paimon work in worker processes (`--commit-processes`; 0, the default: in the
+serving process), so that a server's commits can use more than one core.
 
-A pypaimon commit is ~6 ms of Python (manifests in Avro, the manifest list, the snapshot): in
-one interpreter a server commits at most ~160 times a second however many cores it has. Here a
-table's commits run in one of `processes` worker processes (a table stays on one, which keeps its
-commit object and the manifests it wrote last); the serving process keeps everything that decides
-what is committed. A commit is one conversation on the worker's pipe:
+A pypaimon commit is milliseconds of Python (manifests in Avro, the manifest list, the snapshot),
+so one interpreter caps a server's commits a second however many cores it has (what the workers
+gained: docs/benchmarks_ingest.md, "Many tables on one server"). Here a table's commits run in
+one of `processes` worker processes (a table stays on one, which keeps its commit object and the
+manifests it wrote last); the serving process keeps everything that decides what is committed.
+A commit is one conversation on the worker's pipe:
 
     server -> worker   ("commit", CommitRequest)     the files, the identifier, the properties
     worker -> server   ("check", latest, properties)  before each attempt (compat.guard_commits)

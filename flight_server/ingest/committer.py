@@ -26,7 +26,8 @@ This module is the commit step, its recovery and staged jobs' commits; the parts
 each own one job: `batch_queue` (the bounded queue, when a commit is due), `fence` (each named
 producer's writing stream and batches in flight), `lanes` (the writer lanes), `chores` (what
 runs between group commits), `trim` (when freed memory goes back), `write_stream` (a stream's
-acks), `commit_pool` and `writer_pool` (the server's threads that run them).
+acks), `seqs` (the named producers' map), `commit_pool` and `writer_pool` (the server's threads
+that run them), `commit_workers` (the processes a commit's Paimon work may run in).
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ class TableCommitter:
                     return
             if stream.columns is not None and stream.columns.schema_id != self.columns.schema_id:
                 batch = evolve(batch, stream.columns, self.columns, stream.label)  # opened before an ALTER
-            nbytes = batch.get_total_buffer_size()  # a received batch's size (nbytes walks the buffers: 30x slower)
+            nbytes = batch.get_total_buffer_size()  # a received batch's size (nbytes walks every buffer)
             while self._queue.full():
                 self._space.wait(0.1)
                 self._check(stream)

@@ -85,7 +85,7 @@ class WriterLanes:
         """(Holding the lock.) Every lane closed its writer after its committer closed."""
         return all(lane.finished for lane in self.lanes)
 
-    # -- the commit thread's side (holding the lock) -------------------------------------
+    # -- the commit step's side (holding the lock) ---------------------------------------
 
     def dirty(self) -> bool:
         return any(lane.dirty for lane in self.lanes)
@@ -164,7 +164,7 @@ class WriterLanes:
                 if lane.writer is None:
                     lane.writer = self.host.new_writer()
                 lane.writer.write_arrow_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
-        except BaseException as e:  # noqa: BLE001 - pyo3's PanicException too; the commit thread fails the streams
+        except BaseException as e:  # noqa: BLE001 - pyo3's PanicException too; the commit step fails the streams
             error = e
         with self.host.lock:
             lane.cpu_s += time.thread_time() - cpu0

@@ -1,9 +1,9 @@
 """When a table's committer gives freed memory back to the OS (malloc_trim, wire/allocator.py).
 
-A trim took 5-56 ms on the commit thread and holds the heap's lock meanwhile: after every commit
-it stretched 16 producers' commit cycle. So: once `after_bytes` were committed since the last
-trim, trim as soon as the table is idle (the end of a burst), and under load at most once every
-`every_s`. Pure (the caller passes the clock), tested in tests/test_ingest_parts.py.
+A trim takes milliseconds on the commit step and holds the heap's lock meanwhile (what it cost
+after every commit: docs/benchmarks_ingest.md, section 3). So: once `after_bytes` were committed
+since the last trim, trim as soon as the table is idle (the end of a burst), and under load at
+most once every `every_s`. Pure (the caller passes the clock), tested in tests/test_ingest_parts.py.
 """
 
 from __future__ import annotations

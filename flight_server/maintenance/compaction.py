@@ -10,18 +10,18 @@ rewritten O(log(target / a commit's size)) times whatever the commit rate, never
   lowest tier first. Their merge lands at or above the bound, so each merge lifts every byte in
   it by at least a tier: from a 20 KB commit to a 16 MiB part file, 3 rewrites. A bucket keeps
   fewer than about 16 files a tier while commits go on;
-- part files, at least that large, cost a reader little more than their rows (a bucket of them
-  reads within 1.03x of the same rows in one file; of 6 MiB files, 1.25x), and are left until the
+- part files, at least that large, cost a reader little more than their rows
+  (docs/benchmarks_maintenance.md, "What part files cost a read"), and are left until the
   oldest of them add up to the target (at least min-file-num of them) or max-file-num gather, then
   rewritten once into target-size files, as Java Paimon's AppendOnlyCompactManager picked (a
   window that slides past a file too large to join min-file-num others under the target).
 - once a table has been quiet (no commit for the maintainer's settle_s), `settle_pick` merges the
   smallest tiny files of each bucket until it holds at most one file per READ_FILE_BYTES (4 MiB) of
   data besides the first, within a budget of SETTLE_COST bytes per byte committed since the last
-  settling merge (so a table that commits once per quiet spell is not rewritten whole each time): over Flight a file costs a full read what about 0.6 MB of rows do
-  (11.7 ms; a 66 MB table in 23 files read 1.21x of one, scripts/bench_amplification.py), so a
-  quiet table reads within about 1.15x of the same rows in one commit. It rewrites at most the
-  bucket's tiny files (< the part size) once per quiet spell.
+  settling merge (so a table that commits once per quiet spell is not rewritten whole each time):
+  over Flight a file costs a full read about what 0.6 MB of rows do (docs/benchmarks_maintenance.md,
+  "What maintenance costs per byte"), so a quiet table reads close to the same rows in one
+  commit. It rewrites at most the bucket's tiny files (< the part size) once per quiet spell.
 
 Primary-key tables: a bucket's sorted runs (each level-0 file, then each level above) merged as
 Paimon's universal compaction picks them (`pick_runs`), into the level just below the next run

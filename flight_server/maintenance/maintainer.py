@@ -2,10 +2,13 @@
 
 Durable ingest tells it a table committed; the thread then compacts the table's buckets that need
 it and expires its snapshots, as Java Paimon's writer and committer do inline (docs/protocol.md,
-"Table maintenance"). The actions run the same steps by hand, for any table of the warehouse.
-A table is maintained by one step at a time on this server (a lock per table); several servers
-over one warehouse rely on Paimon's commit: a compaction that conflicts fails and is retried at
-the next round, and expiry deletes only files no retained snapshot, tag or consumer needs.
+"Table maintenance"). The thread picks what to compact; the rewrite runs in the rewrite worker
+process (workers.py; here with --maintenance-workers 0) and its commit on the table's commit step
+between group commits (here for a table this server does not write). The actions run the same
+steps by hand, for any table of the warehouse. A table is maintained by one step at a time on this
+server (a lock per table); several servers over one warehouse rely on Paimon's commit: a
+compaction that conflicts fails and is retried at the next round, and expiry deletes only files
+no retained snapshot, tag or consumer needs.
 """
 
 from __future__ import annotations

@@ -27,9 +27,9 @@ from flight_server.wire.units import parse_bytes, parse_duration_ms
 CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
 
 
-# What a file costs a read besides its rows (opening it, its dictionaries): a bucket of 6 MiB files
-# read 1.23-1.27x the same rows in one commit, one of 17 MiB files 0.96-1.03x
-# (scripts/bench_maintenance.py --parts). Files from target / PART_FILES up are "part files".
+# Files from target / PART_FILES up are "part files": at that size what a file costs a read besides
+# its rows (opening it, its dictionaries) is a few percent (docs/benchmarks_maintenance.md, "What
+# part files cost a read").
 PART_FILES = 16
 
 

@@ -246,7 +246,7 @@ class TableStore:
         # Batch by batch, in file order: a rewrite holds a batch and the writer's open row group,
         # not the files' rows (reading them whole held ~1 GiB under fast ingest). Batches of about
         # REWRITE_BATCH_BYTES, not pypaimon's 1,024 rows: each read and write call costs per batch
-        # (a rewrite took 8.6-10.6 CPU s per GiB at 1,024 rows, 5.6 at 64k).
+        # (docs/benchmarks_ingest.md, section 3).
         table = self.table.copy({"read.batch-size": str(rewrite_batch_rows(files))})
         reader = table.new_read_builder().new_read().to_arrow_batch_reader([split], parallelism=1)
         builder = compat.native_write_table(self.table).new_batch_write_builder()

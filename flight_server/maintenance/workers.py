@@ -1,10 +1,10 @@
 """Compaction's rewrites in a worker process, off the interpreter that serves RPCs and commits.
 
 A rewrite reads a bucket's files and writes them again: seconds of pypaimon's Python per batch
-that, in the serving process, hold the GIL that do_put, do_get and the group commits need (reads
-ran 2-3x slower while maintenance caught up after a burst). The maintainer thread still picks the
-files and commits the result between group commits; only `TableStore.rewrite` and `merge` run
-here, on the same Paimon table loaded by the worker from the same warehouse. Files a worker wrote
+that, in the serving process, hold the GIL that do_put, do_get and the group commits need (what
+reads cost meanwhile: docs/benchmarks_maintenance.md). The maintainer thread still picks the
+files, and the table's commit step commits the result between group commits; only
+`TableStore.rewrite` and `merge` run here, on the same Paimon table loaded by the worker from the same warehouse. Files a worker wrote
 before it died, or before a commit that failed, are named by no snapshot: orphan removal deletes
 them (once older than its `older_than`), as it does a killed writer's.
 
@@ -142,8 +142,8 @@ def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
 def worker_catalog(warehouse: str, options: dict[str, str]):
     """The worker's catalog, with pypaimon's footer cache off: it keeps each data file read (its
     Parquet footer, ~40 KiB of RSS a file) process-wide, up to 4,096 files, and a rewrite reads
-    each file once before it is replaced; the cache only grew (14 MiB a minute under small-rate
-    ingest, scripts/bench_memory.py)."""
+    each file once before it is replaced, so the cache only grew (docs/benchmarks_maintenance.md,
+    "What maintenance costs per byte")."""
     from flight_server.paimon import compat
 
     return compat.create_catalog(warehouse, {**options, FOOTER_CACHE: "0"})

@@ -18,8 +18,9 @@ BATCH_ROWS = 65536
 
 
 def _native_read_options() -> dict:
-    """pypaimon-rust merges primary-key reads ~12x faster (docs/benchmarks.md); pypaimon falls
-    back to Python for routes the native reader does not support."""
+    """read.native.enabled where pypaimon-rust is installed (the server extra pins it): it merges
+    primary-key reads far faster (docs/benchmarks_paimon.md); pypaimon falls back to Python for
+    routes the native reader does not support."""
     try:
         import pypaimon_rust  # noqa: F401
     except ImportError:
