@@ -103,11 +103,9 @@ def stats(ctx: ActionContext, body: wa.StatsBody) -> wa.Stats:
 
 def _server_side(ctx: ActionContext, name: str | None, only: bool) -> dict:
     """What this server did to Paimon tables (all, or only `name`): durable writes, maintenance,
-    staged writes; the ingest package reports them as plain dicts, typed here."""
-    writes = {k: wa.PaimonWriteStats(**v) for k, v in ctx.ingest.stats(name).items()}
-    staged = {k: {stage: wa.StagedStats(**v) for stage, v in stages.items()}
-              for k, stages in ctx.ingest.staging.stats().items()}
-    parts = {"paimon_writes": writes, "maintenance": ctx.maintainer.stats(), "staged": staged}
+    staged writes, each as its wire type (wa.Stats' keywords)."""
+    parts: dict[str, dict] = {"paimon_writes": ctx.ingest.stats(name), "maintenance": ctx.maintainer.stats(),
+                              "staged": ctx.ingest.staging.stats()}
     return {key: {k: v for k, v in part.items() if not only or k == name} for key, part in parts.items()}
 
 

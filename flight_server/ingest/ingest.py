@@ -31,6 +31,7 @@ from flight_server.ingest.writer_pool import DEFAULT_WRITE_THREADS, WriterPool
 from flight_server.paimon import compat
 from flight_server.paimon.warehouse import PaimonSource
 from flight_server.wire import allocator, messages, producer_stream
+from flight_server.wire.actions import PaimonWriteStats
 from flight_server.wire.errors import Cancelled, InvalidRequest, Unavailable, WrongState
 from flight_server.wire.requests import WriteTarget
 
@@ -165,11 +166,11 @@ class Ingest:
         producers.refresh()
         return {"last_seq": producers.last_seq(producer)}
 
-    def stats(self, name: str | None = None) -> dict:
+    def stats(self, name: str | None = None) -> dict[str, PaimonWriteStats]:
         """Per Paimon table written through this server (or the one named): its committer's state."""
         with self._lock:
             committers = dict(self._committers)
-        return {n: c.stats() for n, c in sorted(committers.items()) if name is None or n == name}
+        return {n: PaimonWriteStats(**c.stats()) for n, c in sorted(committers.items()) if name is None or n == name}
 
     def close(self, reason: str) -> None:
         self._stop.set()

@@ -39,6 +39,7 @@ import structlog
 from flight_server.ingest.conform import Conformer
 from flight_server.paimon import compat
 from flight_server.wire import messages, producer_stream
+from flight_server.wire.actions import StagedStats
 from flight_server.wire.errors import (
     InvalidRequest,
     NotFound,
@@ -505,15 +506,15 @@ class Staging:
             gone = self._take((name, stage_id)) if (name, stage_id) in self._stages else []
         return len(gone), self._discard(name, gone, "aborted")
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, dict[str, StagedStats]]:
         """Per table, per stage: its attempts staged, their rows and whether its commit runs (what
         `stats` shows as "staged")."""
-        out: dict = {}
+        out: dict[str, dict[str, StagedStats]] = {}
         with self._lock:
             for (table, stage_id), st in self._stages.items():
-                out.setdefault(table, {})[stage_id] = {"attempts": len(st.attempts),
-                                                       "rows": sum(a.rows for a in st.attempts.values()),
-                                                       "committing": st.committing}
+                out.setdefault(table, {})[stage_id] = StagedStats(len(st.attempts),
+                                                                  sum(a.rows for a in st.attempts.values()),
+                                                                  st.committing)
         return out
 
     def _discard_idle(self) -> None:
