@@ -163,7 +163,7 @@ def producer_state(ctx: ActionContext, body: wa.ProducerStateBody) -> wa.Produce
     what = "the body of action 'producer_state'"
     name = table_name(body.table, what)
     producer = check_consumer_id(body.producer, what, names.PRODUCER)
-    return wa.ProducerState(**ctx.ingest.producer_state(name, producer))
+    return ctx.ingest.producer_state(name, producer)
 
 
 def commit_staged(ctx: ActionContext, body: wa.CommitStagedBody, access: Access) -> wa.StagedCommit:

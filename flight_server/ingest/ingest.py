@@ -31,7 +31,7 @@ from flight_server.ingest.writer_pool import DEFAULT_WRITE_THREADS, WriterPool
 from flight_server.paimon import compat
 from flight_server.paimon.warehouse import PaimonSource
 from flight_server.wire import allocator, messages, producer_stream
-from flight_server.wire.actions import PaimonWriteStats
+from flight_server.wire.actions import PaimonWriteStats, ProducerState
 from flight_server.wire.errors import Cancelled, InvalidRequest, Unavailable, WrongState
 from flight_server.wire.requests import WriteTarget
 
@@ -156,7 +156,7 @@ class Ingest:
         if self.paimon.merge_schema(name, stream) is not None:  # columns and types only: options unchanged
             log.info("schema_merged", table=name, columns=stream.names)
 
-    def producer_state(self, name: str, producer: str) -> dict:
+    def producer_state(self, name: str, producer: str) -> ProducerState:
         """What the table holds of the producer: read afresh, since another server (or this one
         before a restart) may have committed for it since, once the batches this server has
         written for it have landed."""
@@ -164,7 +164,7 @@ class Ingest:
         committer.settled(producer, timeout=SETTLE_TIMEOUT_S)
         producers = committer.producers
         producers.refresh()
-        return {"last_seq": producers.last_seq(producer)}
+        return ProducerState(producers.last_seq(producer))
 
     def stats(self, name: str | None = None) -> dict[str, PaimonWriteStats]:
         """Per Paimon table written through this server (or the one named): its committer's state."""
