@@ -86,10 +86,11 @@ def run(name: str, cmd: list[str], folder: Path, repo: Path = ROOT) -> int:
     return 0
 
 
-def describe(measured: dict | None) -> str:
-    """The 'measured' column of docs/benchmarks.md."""
+def describe(measured: dict | None, path: Path | None = None, repo: Path = ROOT) -> str:
+    """The 'measured' column of docs/benchmarks.md (without a stamp: when `path` was committed)."""
     if not measured:
-        return "not recorded"
+        committed = git(repo, "log", "-1", "--format=%cs", "--", str(path), check=False) if path else ""
+        return f"not recorded (committed {committed})" if committed else "not recorded"
     load = measured["load_1min"]
     text = f"{measured['date'][:10]}, {measured['commit'][:7]}, load {load['median']:.1f} (max {load['max']:.1f})"
     return text + (", uncommitted changes" if measured.get("uncommitted") else "")

@@ -182,7 +182,9 @@ def main(folder: str, md: str, png: str) -> int:
     folder_p = Path(folder)
     named = figures(folder_p)
     table = [r for _, r in named]
-    when = {n: describe((load(folder_p, n) or {}).get("measured")) for n, _ in named}
+    why = stale(folder_p)
+    when = {n: describe((load(folder_p, n) or {}).get("measured"), folder_p / f"{n}.json")
+            + (": **stale**, its code changed since" if n in why else "") for n, _ in named}
     lines = ["# Benchmarks", "",
              "Written by `scripts/bench` (which runs `scripts/bench_push.py`, `scripts/bench_paimon.py`,",
              "`scripts/bench_spark.py`, `scripts/bench_security.py`, `scripts/bench_maintenance.py` and",
@@ -206,7 +208,7 @@ def main(folder: str, md: str, png: str) -> int:
     lines += ["", "Raw results: `docs/bench-results/*.json` (each with its `measured` stamp).", ""]
     Path(md).write_text("\n".join(lines))
     print("\n".join(lines))
-    return check(folder_p)
+    return check(folder_p)  # the same staleness, named on stderr
 
 
 if __name__ == "__main__":
