@@ -56,6 +56,7 @@ def run(name: str, cmd: list[str], folder: Path, repo: Path = ROOT) -> int:
     dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain=v1", "-z", "--", *MEASURES[name]],
                            capture_output=True, text=True, check=True).stdout.split("\0")  # "XY path" entries
     loads, stop = [load_1min()], threading.Event()
+    loadavg_start = Path("/proc/loadavg").read_text().split()[:3]
 
     def sample() -> None:
         while not stop.wait(LOAD_SAMPLE_S):
@@ -80,6 +81,8 @@ def run(name: str, cmd: list[str], folder: Path, repo: Path = ROOT) -> int:
         "minutes": round((time.monotonic() - t0) / 60, 1),
         "load_1min": {"start": loads[0], "median": statistics.median(loads), "max": max(loads),
                       "samples": len(loads), "every_s": LOAD_SAMPLE_S},
+        "loadavg_1_5_15": {"start": [float(x) for x in loadavg_start],
+                           "end": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]},
         "cpus": len(os.sched_getaffinity(0)),
     }
     path.write_text(json.dumps(data, indent=2) + "\n")

@@ -266,7 +266,7 @@ class Maintainer:
         commit_with = None if committer is None else (lambda fn: committer.between_commits(fn, COMMIT_WAIT_S))
         state = self._state(name)
 
-        def uncommitted(files: dict) -> None:  # on the committer's thread, or this one
+        def uncommitted(files: dict) -> None:  # on the table's commit step, or this thread
             with self._cond:
                 state.uncommitted.update(files)
 
