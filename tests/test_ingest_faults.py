@@ -1,10 +1,10 @@
 """Durable ingest under faults: real server processes SIGKILLed and restarted, real producer
-processes killed mid-stream, real pypaimon tables."""
+processes killed mid-stream, real pypaimon tables. (Named producers through repeated server
+SIGKILLs: chaos/ingest_faults.py, 5 kills in tests/test_chaos.py and 20 in scripts/chaos.py.)"""
 
 from __future__ import annotations
 
 import collections
-import random
 import signal
 import socket
 import subprocess
@@ -37,57 +37,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.mark.timeout(300)
-def test_four_named_producers_survive_20_server_sigkills_with_every_batch_exactly_once(warehouse):
-    """The server is SIGKILLed at random points 20 times and restarted on the same port; each
-    producer's sink reconnects, asks producer_state and resends only what the table lacks."""
-    rng = random.Random(20261122)
-    port = free_port()
-    server = ServerProcess(warehouse, "--port", str(port), "--commit-interval-ms", "50")
-    client = Client(server.uri, timeout=10)
-    client.create_table("db.events", SCHEMA)
-    per_producer = 100
-    # Two batches in flight per producer: the pushing is paced by commits, so kills land mid-stream.
-    sinks = [client.paimon_sink("db.events", producer=f"p{i}", reconnect_timeout=60, max_unacked=2)
-             for i in range(4)]
-    errors: list[BaseException] = []
-
-    def produce(i: int) -> None:
-        try:
-            for seq in range(per_producer):
-                sinks[i].write(batch(f"p{i}", seq, ROWS))
-            sinks[i].close()
-        except BaseException as e:  # noqa: BLE001 - reported by the test below
-            errors.append(e)
-
-    threads = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(4)]
-    for t in threads:
-        t.start()
-    try:
-        for kill in range(20):
-            # A random point: after a random number of further acks (the producers are live).
-            target = sum(s.acked for s in sinks) + rng.randint(1, 12)
-            wait_for(lambda: sum(s.acked for s in sinks) >= target or errors, f"acks before kill {kill}", timeout=60)
-            assert not errors, errors
-            assert any(t.is_alive() for t in threads), f"the producers finished before kill {kill}"
-            server.proc.send_signal(signal.SIGKILL)
-            server.proc.wait(10)
-            server = ServerProcess(warehouse, "--port", str(port), "--commit-interval-ms", "50")
-        for t in threads:
-            t.join(120)
-        assert not errors, errors
-        assert not any(t.is_alive() for t in threads)
-        held = batches_held(table_rows(Client(server.uri, timeout=30), "db.events"))
-        expected = {(f"p{i}", s): ROWS for i in range(4) for s in range(per_producer)}
-        assert dict(held) == expected, (
-            f"missing {sorted(set(expected) - set(held))[:5]}, "
-            f"duplicated {[k for k, v in held.items() if v != ROWS][:5]}")
-        assert [client_state(server.uri, f"p{i}") for i in range(4)] == [per_producer - 1] * 4
-        assert sum(s.reconnects for s in sinks) >= 20, "the producers did not see the kills"
-    finally:
-        server.stop()
 
 
 def client_state(uri: str, producer: str) -> int | None:
