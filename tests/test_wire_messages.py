@@ -77,6 +77,11 @@ def test_what_is_not_an_ack_is_refused(raw):
         messages.read_ack(buf(raw))
 
 
+def test_a_put_result_without_app_metadata_is_not_an_ack():
+    with pytest.raises(ValueError, match="not a flight-paimon ack: b''"):
+        messages.read_ack(None)
+
+
 @pytest.mark.parametrize("raw,expected", [
     (messages.batch_seq(4), messages.ProducerMessage(seq=4)),
     (messages.batch_seq(4, end=5), messages.ProducerMessage(seq=4, has_end=True, end=5)),

@@ -6,7 +6,7 @@ committer's lock guards them), so each rule is tested on its own (tests/test_bat
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,7 +43,7 @@ class BatchQueue:
     def __bool__(self) -> bool:
         return bool(self._items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Queued]:
         """The items waiting, in order (a copy: the caller may remove some meanwhile)."""
         return iter(list(self._items))
 

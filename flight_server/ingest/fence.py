@@ -17,7 +17,7 @@ class ProducerFence(Generic[S]):
     """Per named producer: its current stream, and its batches a writer took that are neither
     committed nor failed yet (`unsettled`)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._active: dict[str, S] = {}
         self._unsettled: dict[str, int] = {}
 

@@ -35,7 +35,7 @@ tag or consumer that needs them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -125,6 +125,7 @@ def _oldest_parts(parts: list[LiveFile], opts: MaintenanceOptions) -> list[LiveF
 
 
 Run = tuple[int, list[LiveFile]]  # a sorted run: its level and files
+Uncommitted = Callable[[dict[str, tuple[str, int]]], None]  # told a failed commit's files: name -> (path, size)
 
 
 def sorted_runs(files: Sequence[LiveFile]) -> list[Run]:
@@ -157,7 +158,8 @@ def pick_runs(runs: list[Run], opts: MaintenanceOptions, max_level: int) -> tupl
     return unit
 
 
-def _pick_for_size_ratio(runs: list[Run], opts: MaintenanceOptions, max_level: int, count: int):
+def _pick_for_size_ratio(runs: list[Run], opts: MaintenanceOptions, max_level: int,
+                         count: int) -> tuple[int, list[Run]] | None:
     size = sum(map(_size, runs[:count]))
     triggered = count > 1
     for level, files in runs[count:]:
@@ -191,7 +193,8 @@ class CompactResult:
 
 
 def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None = None,
-            full: bool = False, commit_with=None, uncommitted=None, settle: int | None = None,
+            full: bool = False, commit_with: Callable[[Callable[[], int]], int] | None = None,
+            uncommitted: Uncommitted | None = None, settle: int | None = None,
             worker: RewriteWorker | None = None) -> CompactResult:
     """Compact the buckets of the latest snapshot that need it (all small files of every bucket when
     `full`, as Paimon's `compact` procedure does by hand; a quiet append table's `settle_pick` with
@@ -236,9 +239,10 @@ def compact(store: TableStore, opts: MaintenanceOptions, partition: dict | None 
     return result
 
 
-def _committing(store: TableStore, messages: list, chosen: list[LiveFile], uncommitted):
+def _committing(store: TableStore, messages: list, chosen: list[LiveFile],
+                uncommitted: Uncommitted | None) -> Callable[[], int]:
     """The commit of one bucket's compaction, telling `uncommitted` what it wrote if it fails."""
-    def commit():
+    def commit() -> int:
         try:
             return store.commit_compact(messages, chosen)
         except Exception:
@@ -249,7 +253,7 @@ def _committing(store: TableStore, messages: list, chosen: list[LiveFile], uncom
 
 
 def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[LiveFile], opts: MaintenanceOptions,
-                  full: bool, worker: RewriteWorker):
+                  full: bool, worker: RewriteWorker) -> tuple[list, list[LiveFile], list[LiveFile]]:
     """One primary-key bucket's compaction, as Paimon's MergeTreeCompactTask does it: (commit
     messages, the files they replace, those of them only moved to another level)."""
     runs = sorted_runs(files)
@@ -277,7 +281,7 @@ def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[
     upgrades: list[LiveFile] = []
     candidate: list = []
 
-    def flush():
+    def flush() -> None:
         if len(candidate) == 1 and len(candidate[0]) == 1:  # one run overlapping nothing: moved, not merged
             for f in candidate[0][0]:
                 upgrade(f)
@@ -285,7 +289,7 @@ def _merge_bucket(store: TableStore, rewriter: kv_files.KvRewriter, files: list[
             rewrites.append(list(candidate))
         candidate.clear()
 
-    def upgrade(f: LiveFile):
+    def upgrade(f: LiveFile) -> None:
         if level == max_level and f.deletes != 0 and not rewriter.keeps_deletes:  # its deletes must go: rewritten alone
             rewrites.append([[[f]]])
         elif f.level != level:

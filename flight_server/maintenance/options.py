@@ -19,12 +19,16 @@ merge-tree options and defaults:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from flight_server.wire.errors import InvalidRequest
 from flight_server.wire.units import parse_bytes, parse_duration_ms
 
 CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
+T = TypeVar("T")  # an option's parsed value
+D = TypeVar("D")  # its default
 
 
 # Files from target / PART_FILES up are "part files": at that size what a file costs a read besides
@@ -70,7 +74,7 @@ class MaintenanceOptions:
     def of(table_name: str, options: dict[str, str], primary_key: bool) -> MaintenanceOptions:
         d = MaintenanceOptions(target_file_size=(128 if primary_key else 256) << 20)
 
-        def get(key, parse, default):
+        def get(key: str, parse: Callable[[str], T], default: D) -> T | D:
             raw = options.get(key)
             if raw is None:
                 return default

@@ -21,7 +21,7 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
 
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
@@ -65,7 +65,7 @@ class Message:
     # Fields holding other messages: field name -> the function that reads its JSON value.
     NESTED: ClassVar[dict[str, Callable[[Any], Any]]] = {}
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # Every instance is made here, unpickled ones too; the dataclass's __init__ then runs on it.
         return object.__new__(made(cls))
 
@@ -73,7 +73,7 @@ class Message:
         return {f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_json(cls, value: dict, action: str = ""):
+    def from_json(cls, value: dict, action: str = "") -> Self:
         if not isinstance(value, dict):
             raise InvalidRequest(f"Action {action!r}: expected a JSON object, got {type(value).__name__}.")
         fields = dataclasses.fields(made(cls))
@@ -93,7 +93,7 @@ class Message:
         return cls(**kept)
 
 
-def _json(value):
+def _json(value: object) -> Any:
     """A field's value as JSON: messages by their own `to_json`, inside dicts and lists too."""
     if isinstance(value, Message):
         return value.to_json()
@@ -688,10 +688,10 @@ class Stats(Message):
 
     def visible(self, allows: Callable[[str], bool]) -> Stats:
         """Only the tables `allows` (a principal's read grant) lets through."""
-        def only(part):
-            return None if part is None else {k: v for k, v in part.items() if allows(k)}
-        return Stats(only(self.paimon), only(self.push), only(self.paimon_writes), only(self.maintenance),
-                     only(self.staged))
+        def only(part: dict) -> dict:
+            return {k: v for k, v in part.items() if allows(k)}
+        return Stats(None if self.paimon is None else only(self.paimon), None if self.push is None else only(self.push),
+                     only(self.paimon_writes), only(self.maintenance), only(self.staged))
 
 
 # -- the table ------------------------------------------------------------------------------

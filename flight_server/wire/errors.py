@@ -21,7 +21,7 @@ class FlightPaimonError(Exception):
 
     code = "error"
 
-    def __init__(self, message: str, **detail):
+    def __init__(self, message: str, **detail: object):
         super().__init__(message)
         self.message = message
         self.detail = detail
@@ -266,7 +266,7 @@ def _detail_code(exc: BaseException) -> str | None:
     return text.split(marker, 1)[1].split(".", 1)[0].strip() if marker in text else None
 
 
-def _extra_info(extra_info) -> dict:
+def _extra_info(extra_info: bytes | None) -> dict:
     """The JSON object the server put in extra_info (its code and detail), {} when there is none."""
     try:
         value = json.loads(extra_info) if extra_info else None

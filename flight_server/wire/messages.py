@@ -27,17 +27,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 from flight_server.wire.values import is_int
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Metadata: TypeAlias = "pa.Buffer | bytes | None"  # a batch's or PutResult's app_metadata, as pyarrow gives it
 
 SEQ, END, ERROR, SNAPSHOT, DONE, FILES, CODE = "seq", "end", "error", "snapshot", "done", "files", "code"
 
 
-def _encode(key: str, value) -> bytes:
+def _encode(key: str, value: object) -> bytes:
     return json.dumps({key: value}).encode()
 
 
-def _object(buf) -> dict | None:
+def _object(buf: Metadata) -> dict | None:
     """The JSON object in an app_metadata buffer, None when it holds none."""
     if buf is None:
         return None
@@ -75,7 +81,7 @@ def stream_failed(message: str, code: str) -> bytes:
     return json.dumps({ERROR: message, CODE: code}).encode()
 
 
-def read_ack(buf) -> Ack:
+def read_ack(buf: Metadata) -> Ack:
     """A PutResult's ack; raises `StreamFailed` for the server's word that the stream failed."""
     value = _object(buf)
     if value is not None and isinstance(value.get(ERROR), str):
@@ -83,7 +89,7 @@ def read_ack(buf) -> Ack:
         raise StreamFailed(value[ERROR], code if isinstance(code, str) else None)
     seq, snapshot = (value or {}).get(SEQ), (value or {}).get(SNAPSHOT)
     if not is_int(seq) or not (snapshot is None or is_int(snapshot)):
-        raise ValueError(f"not a flight-paimon ack: {bytes(buf)[:100]!r}")
+        raise ValueError(f"not a flight-paimon ack: {(b'' if buf is None else bytes(buf))[:100]!r}")
     return Ack(seq, snapshot)
 
 
@@ -119,7 +125,7 @@ class PlanMark:
     files: int | None = None
 
 
-def read_plan_mark(buf) -> PlanMark:
+def read_plan_mark(buf: Metadata) -> PlanMark:
     value = _object(buf) or {}
     ints = [value.get(k) for k in (SNAPSHOT, FILES)]
     return PlanMark(*(v if is_int(v) else None for v in ints))
@@ -139,7 +145,7 @@ class ProducerMessage:
     seq: object = None  # the raw value of a named producer's batch number, None when absent
 
 
-def read_producer_message(buf) -> ProducerMessage | None:
+def read_producer_message(buf: Metadata) -> ProducerMessage | None:
     value = _object(buf)
     if value is None or (ERROR not in value and END not in value and SEQ not in value):
         return None
@@ -159,7 +165,7 @@ class ReadMark:
     seq: int | None = None
 
 
-def read_mark(buf) -> ReadMark:
+def read_mark(buf: Metadata) -> ReadMark:
     value = _object(buf) or {}
     ints = [value.get(k) for k in (SNAPSHOT, DONE, SEQ)]
     return ReadMark(*(v if is_int(v) else None for v in ints))

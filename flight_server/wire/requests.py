@@ -138,7 +138,7 @@ class PaimonRequest(PaimonSubject):
         return out
 
     @staticmethod
-    def from_json(cmd) -> PaimonRequest:
+    def from_json(cmd: dict) -> PaimonRequest:
         """The request a command asks for, every key checked (the inverse of `to_json`)."""
         if not isinstance(cmd, dict):
             raise InvalidRequest(f"A Paimon read command must be a JSON object, got {type(cmd).__name__}.")
@@ -215,7 +215,7 @@ def _int(cmd: dict, key: str, table: str, minimum: int) -> int | None:
     return value
 
 
-def table_name(value, what: str = "'table'") -> str:
+def table_name(value: object, what: str = "'table'") -> str:
     if (not isinstance(value, str) or value.count(".") != 1 or "" in value.split(".") or len(value) > 400
             or "/" in value or not names.is_utf8(value)):
         raise InvalidRequest(f"Paimon table name {value!r} in {what} is not 'DB.TABLE'; name it e.g. 'db.orders'.")
@@ -244,7 +244,7 @@ def split_system(value: str) -> tuple[str, str | None]:
     return (table, system.lower()) if dollar else (value, None)
 
 
-def read_table_name(value, what: str = "'table'") -> tuple[str, str | None]:
+def read_table_name(value: object, what: str = "'table'") -> tuple[str, str | None]:
     """The table a read names and the system table of it, if any: "DB.TABLE" or "DB.TABLE$audit_log"
     (as Paimon, the system table's name in any case)."""
     if not isinstance(value, str) or "$" not in value:
@@ -259,7 +259,7 @@ def read_table_name(value, what: str = "'table'") -> tuple[str, str | None]:
     return table_name(table, what), system
 
 
-def check_consumer_id(value, what: str, key: str = names.CONSUMER_ID) -> str:
+def check_consumer_id(value: object, what: str, key: str = names.CONSUMER_ID) -> str:
     """A consumer id is a file name in the table's consumer directory: keep it to a safe alphabet
     (producer names share it: they are keys of snapshot properties and appear in logs)."""
     if not isinstance(value, str) or not _CONSUMER_ID.match(value) or not value.strip("."):
@@ -338,7 +338,7 @@ def parse_path(parts: list[str]) -> PaimonRequest:
     return PaimonRequest(table=table, system=system)
 
 
-def _filter(value, table: str) -> tuple[tuple, ...]:
+def _filter(value: object, table: str) -> tuple[tuple, ...]:
     if not isinstance(value, list):
         raise InvalidRequest(
             f"Paimon read of {table!r}: 'filter' must be a list of [column, op, value], got {value!r}."

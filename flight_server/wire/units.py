@@ -130,7 +130,7 @@ def parse_timestamp_ms(value: int | str, now_ms: int | None = None) -> int:
     return millis
 
 
-def _not_a_time(value, now_ms: int | None, why: str) -> ValueError:
+def _not_a_time(value: object, now_ms: int | None, why: str) -> ValueError:
     ago = ", or a duration ago such as 1h or 7d" if now_ms is not None else ""
     return ValueError(f"{value!r} is not epoch ms (1764000000000), a local time such as '2026-11-24 12:00:00' "
                       f"or ISO 8601 such as '2026-11-24T12:00:00Z'{ago}" + (f" ({why})" if why else ""))

@@ -22,7 +22,7 @@ def is_int(value: object, minimum: int | None = None, maximum: int | None = None
             and (minimum is None or value >= minimum) and (maximum is None or value <= maximum))
 
 
-def _depth(value, limit: int) -> int:
+def _depth(value: object, limit: int) -> int:
     if limit < 0:
         return 0
     if isinstance(value, dict):
