@@ -22,18 +22,19 @@ Memory and latency are bounded the same way: `submit` blocks (gRPC flow control 
 producer) while `queue_bytes` wait for a writer, so what a server holds for a table is that
 queue, one coalesced batch per writer, and the files being written since the last commit.
 
-This module is the commit step, its recovery and staged jobs' commits; the parts it is made of
-each own one job: `batch_queue` (the bounded queue, when a commit is due), `fence` (each named
-producer's writing stream and batches in flight), `lanes` (the writer lanes), `chores` (what
-runs between group commits), `trim` (when freed memory goes back), `write_stream` (a stream's
-acks), `seqs` (the named producers' map), `commit_pool` and `writer_pool` (the server's threads
-that run them), `commit_workers` (the processes a commit's Paimon work may run in).
+This module is the path of a batch from `submit` to its ack, and the commit step that seals
+groups, has them published and acks them; the parts it is made of each own one job:
+`publisher` (every commit into the table, group or staged, and the producer map, `seqs`, its
+snapshots carry), `batch_queue` (the bounded queue, when a commit is due), `fence` (each named
+producer's writing stream and batches in flight), `lanes` (the writer lanes, and the `Signal`
+they share with it: one lock), `chores` (what runs between group commits), `trim` (when freed
+memory goes back), `write_stream` (a stream's acks), `commit_pool` and `writer_pool` (the
+server's threads that run them), `commit_workers` (the processes a commit's Paimon work may run in).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import dataclass
 
@@ -47,10 +48,11 @@ from flight_server.ingest.batch_queue import (
 )
 from flight_server.ingest.chores import Chore
 from flight_server.ingest.commit_pool import CommitPool
-from flight_server.ingest.commit_workers import CommitRequest, CommitWorkers, WorkerDied
+from flight_server.ingest.commit_workers import CommitWorkers, WorkerDied
 from flight_server.ingest.evolve import evolve
 from flight_server.ingest.fence import ProducerFence
-from flight_server.ingest.lanes import WriterLanes, close_quietly
+from flight_server.ingest.lanes import Signal, WriterLanes, close_quietly
+from flight_server.ingest.publisher import Publisher
 from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.ingest.trim import TrimPolicy
 from flight_server.ingest.write_stream import END, WriteStream
@@ -100,20 +102,15 @@ class TableCommitter:
         `reload()`: the table afresh (its newest schema), for an ALTER found between commits."""
         self.name = name
         self._pool = commit_pool
-        self.table, self.identity = table, compat.table_identity(table)
-        self.columns = compat.columns_of(table)  # the schema it writes with (adopt: a newer one)
+        self.publisher = Publisher(name, table, commit_workers)  # every commit into the table
         self._reload = reload
         self._schema_checked = self._last_active = time.monotonic()
         self.evicted = False  # closed by `retire_if_idle`: the table's next stream gets a new committer
-        self._table = compat.native_write_table(table)
         self.interval_s, self.commit_bytes = interval_s, commit_bytes
         self.policy = CommitPolicy(interval_s, commit_bytes)
         self.queue_bytes = queue_bytes or default_queue_bytes(commit_bytes)
-        self.producers = ProducerSeqs(table)
         self._on_commit = on_commit  # (table, rows, Arrow bytes, seconds, data file bytes) after each commit
-        lock = threading.Lock()
-        self._cond = threading.Condition(lock)  # the rest: the commit step, finishing and opening streams
-        self._space = threading.Condition(lock)  # submitters wait here for room in the queue
+        self.signal = Signal()  # the lock of its writes: the streams, the writer lanes and the commit step
         self._queue = BatchQueue(self.queue_bytes)  # _Pending batches waiting for a writer, in order
         self._order = 0
         self._flush_to: int | None = None  # a seal is coming: writers take what is queued up to this order
@@ -126,19 +123,29 @@ class TableCommitter:
         self._streams: set[WriteStream] = set()  # open streams
         self._closed: str | None = None
         self._stopped = False  # closed, and its last step ran: it commits nothing more
-        self._builder = self._commit = None  # the writers' builder; the commit object (compat.GroupCommit) in this process
-        self._worker = commit_workers.pick() if commit_workers is not None else None  # or the process it is in
-        self._generation = 0  # the commit object's: a new one after a failure or a new schema
-        self._ident = 0
         self._last_start = 0.0
         self._trim = TrimPolicy()
         self._chores: list[Chore] = []  # run by its step between group commits (compaction and staged commits)
         self._chores_run, self._chore_ms_max = 0, 0.0  # how long a chore held the next group commit back
         self._commit_cpu_s = 0.0  # its steps' CPU time in group commits
-        self._attempt: tuple[dict[str, int], dict[str, int]] = ({}, {})  # the commit in flight's updates, firsts
         self.writers = min(writers, writer_pool.size) if compat.shares_buckets(table) else 1
-        self.lock, self.space = self._cond, self._space  # for the writer lanes (lanes.Host)
         self._lanes = WriterLanes(self, self.writers, writer_pool)
+
+    @property
+    def table(self):
+        return self.publisher.table
+
+    @property
+    def identity(self):
+        return self.publisher.identity
+
+    @property
+    def columns(self) -> compat.Columns:
+        return self.publisher.columns
+
+    @property
+    def producers(self) -> ProducerSeqs:
+        return self.publisher.producers
 
     # -- the streams' side ---------------------------------------------------------------
 
@@ -147,7 +154,7 @@ class TableCommitter:
         and its batches already written land before the new stream may write, so the resent
         batches it holds are recognised as committed."""
         stream = WriteStream(label, producer)
-        with self._cond:
+        with self.signal:
             self._check_open()
             self._last_active = time.monotonic()
             if producer is not None:
@@ -157,7 +164,7 @@ class TableCommitter:
                         f"A newer stream of producer {producer!r} into Paimon table {self.name!r} took over; "
                         "this one's unacked batches were discarded."))
                     self._release(old)
-                if not self._cond.wait_for(lambda: self._fence.settled(producer) or self._closed is not None,
+                if not self.signal.wait_for(lambda: self._fence.settled(producer) or self._closed is not None,
                                            SETTLE_TIMEOUT_S):
                     raise Unavailable(f"Producer {producer!r}'s earlier batches into Paimon table {self.name!r} were "
                                       f"not committed within {SETTLE_TIMEOUT_S:.0f} s; resend later.")
@@ -169,7 +176,7 @@ class TableCommitter:
     def submit(self, stream: WriteStream, batch: pa.RecordBatch, seq: int, cancelled) -> None:
         """Queue one batch (waiting while the queue is full); a named producer's batch the table
         already holds is acked at once and not written again."""
-        with self._cond:
+        with self.signal:
             self._check(stream)
             if stream.producer is not None:
                 if stream.last_seq is not None and seq <= stream.last_seq:
@@ -186,7 +193,7 @@ class TableCommitter:
                 batch = evolve(batch, stream.columns, self.columns, stream.label)  # opened before an ALTER
             nbytes = batch.get_total_buffer_size()  # a received batch's size (nbytes walks every buffer)
             while self._queue.full():
-                self._space.wait(0.1)
+                self.signal.wait_room(0.1)
                 self._check(stream)
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
@@ -202,9 +209,9 @@ class TableCommitter:
 
     def finish(self, stream: WriteStream, cancelled) -> None:
         """Wait until every batch of the stream is acked; raises the stream's error if it failed."""
-        with self._cond:
+        with self.signal:
             while stream.outstanding and stream.error is None:
-                self._cond.wait(0.1)
+                self.signal.wait(0.1)
                 self._check(stream)  # a closing server's UNAVAILABLE wins over the call's cancellation
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled before its acks.")
@@ -214,7 +221,7 @@ class TableCommitter:
     def discard(self, stream: WriteStream) -> int:
         """The stream broke or failed in-band: drop its queued batches; returns how many.
         Its batches already written are committed with the next commit, never acked."""
-        with self._cond:
+        with self.signal:
             dropped = self._drop_queued(stream)
             self._release(stream)
             return dropped
@@ -229,7 +236,7 @@ class TableCommitter:
     def close(self, reason: str) -> None:
         """Fail every open stream; it stops after the commit in flight (not waited for:
         a server that exits meanwhile is a server killed mid-commit, which loses nothing acked)."""
-        with self._cond:
+        with self.signal:
             self._closed = reason
             for stream in list(self._streams):
                 self._fail(stream, Unavailable(f"{stream.label}: {reason}; its unacked batches were not committed."))
@@ -247,7 +254,7 @@ class TableCommitter:
     def _swap(self, table) -> None:
         """(Its commit step, every writer paused and dropped, nothing uncommitted.)"""
         fresh = compat.columns_of(table)
-        with self._cond:
+        with self.signal:
             if fresh.schema_id <= self.columns.schema_id:
                 return
             for p in self._queue:
@@ -258,9 +265,7 @@ class TableCommitter:
                 except InvalidRequest as e:
                     self._fail(p.stream, e)  # its queued batches go with it
             log.info("schema_adopted", table=self.name, schema_id=fresh.schema_id, was=self.columns.schema_id)
-            self.table, self._table, self.columns = table, compat.native_write_table(table), fresh
-            self._builder = None
-        self._drop_commit()
+            self.publisher.adopt(table)
 
     def _follow_schema(self) -> None:
         """(Its commit step, after a group commit.) At most once a second: an ALTER by anyone
@@ -283,7 +288,7 @@ class TableCommitter:
         seconds: no open stream, nothing queued, written or committing, no chore waiting. Its
         lanes then close their writers; the table's next stream gets a new committer,
         which reads the producer map and the table's identity from the table again."""
-        with self._cond:
+        with self.signal:
             busy = self._streams or self._queue or self._written or self._inflight or self._chores
             if busy or self._closed is not None or now - self._last_active < idle_s:
                 return False
@@ -295,15 +300,15 @@ class TableCommitter:
         """Wait (at most `timeout` s) until no batch of the producer is written but not yet
         committed: a stream that broke leaves those to the next commit, and `producer_state` must
         say what the table holds once they land."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._fence.settled(producer) or self._closed is not None, timeout)
+        with self.signal:
+            self.signal.wait_for(lambda: self._fence.settled(producer) or self._closed is not None, timeout)
 
     def between_commits(self, fn, timeout: float):
         """Run `fn()` in the committer's step between two group commits and return its result (or
         raise its error): a compaction's commit then never races this server's own commits, whose
         optimistic retries back off exponentially (as Java Paimon's writer commits its compactions)."""
         chore = Chore(fn)
-        with self._cond:
+        with self.signal:
             self._check_open()
             self._chores.append(chore)
             self._pool.wake(self)
@@ -328,13 +333,9 @@ class TableCommitter:
         `commit_messages` otherwise."""
 
         def write_and_commit() -> tuple[int | None, bool]:
-            if self._already(producer, seq):
+            if self.publisher.holds(producer, seq):
                 return self.producers.snapshot_of(producer), True
-            with self._cond:
-                if self._builder is None:
-                    self._builder = self._table.new_stream_write_builder()
-                builder = self._builder
-            writer, messages = builder.new_write(), []  # made, used and closed on this (commit pool) thread
+            writer, messages = self.publisher.new_writer(), []  # made, used and closed on this (commit pool) thread
             try:
                 wrote = False
                 for batch, columns in batches():
@@ -343,42 +344,26 @@ class TableCommitter:
                         writer.write_arrow_batch(evolve(batch, columns, self.columns, f"Paimon table {self.name!r}"))
                         wrote = True
                 if wrote:
-                    messages = writer.prepare_commit(self._ident + 1)
+                    messages = writer.prepare_commit(self.publisher.ident + 1)
             finally:
                 close_quietly(writer, self.name)
             return self._commit_prepared(messages, producer, seq, extra)
 
         return self._exclusive_chore(write_and_commit, timeout)
 
-    def _already(self, producer: str | None, seq: int | None) -> bool:
-        if producer is None:
-            return False
-        self.producers.refresh()
-        last = self.producers.last_seq(producer)
-        return last is not None and seq <= last
-
     def _commit_prepared(self, messages: list, producer: str | None, seq: int | None,
                          extra: dict[str, str] | None = None) -> tuple[int | None, bool]:
         """(Its commit step, writers paused.) `messages` as one snapshot with the producer's seq
         and the `extra` properties."""
         self._check_open()  # a table dropped meanwhile: never commit into its deleted directory
-        if self._already(producer, seq):
+        if self.publisher.holds(producer, seq):
             return self.producers.snapshot_of(producer), True
         if not any(m.new_files for m in messages):
             return None, False
         updates = {} if producer is None else {producer: seq}
-        with self._cond:
-            if self._builder is None:
-                self._builder = self._table.new_stream_write_builder()
-            self._ident += 1
+        self.publisher.next_identifier()
         start = time.perf_counter()
-        try:
-            snapshot = self._publish(messages, updates, dict(updates), extra=extra)
-        except BaseException:
-            self._drop_commit()  # its state is unknown: the next commit makes a new one
-            self._reload_producers()
-            raise
-        self.producers.committed(updates, snapshot)
+        snapshot = self.publisher.commit(messages, updates, dict(updates), extra=extra)
         files = [f for m in messages for f in m.new_files]  # a staged job's rows: metrics, ingested bytes, maintenance
         self._report_commit(sum(f.row_count for f in files), 0, time.perf_counter() - start,
                             sum(f.file_size for f in files))
@@ -386,12 +371,12 @@ class TableCommitter:
 
     def _exclusive_chore(self, fn, timeout: float):
         chore = Chore(fn, exclusive=True)
-        with self._cond:
+        with self.signal:
             self._check_open()
             self._chores.append(chore)
             self._pool.wake(self)
         if not chore.done.wait(timeout):
-            with self._cond:
+            with self.signal:
                 withdrawn = chore in self._chores
                 if withdrawn:
                     self._chores.remove(chore)
@@ -404,36 +389,35 @@ class TableCommitter:
 
     @property
     def is_open(self) -> bool:
-        with self._cond:
+        with self.signal:
             return self._closed is None
 
     @property
     def is_running(self) -> bool:
         """Whether its last step or a lane's closing is still to come (a closed committer's commit
         may still be landing)."""
-        with self._cond:
+        with self.signal:
             return not (self._stopped and self._lanes.finished())
 
     def join(self, timeout: float) -> bool:
         """Wait (at most `timeout` s) until, after `close`, the write and the commit in flight
         landed and every lane closed its writer. False if that outlived the bound."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._stopped and self._lanes.finished(), timeout)
+        with self.signal:
+            return self.signal.wait_for(lambda: self._stopped and self._lanes.finished(), timeout)
 
     def stats(self) -> dict:
         """What `stats` shows of the table's durable writes on this server."""
-        with self._cond:
+        with self.signal:
             return {"queued_batches": len(self._queue), "queued_bytes": self._queue.bytes,
                     "written_batches": len(self._written), "in_commit_batches": len(self._inflight),
                     "writers": self.writers, "write_cpu_s": self._lanes.cpu_s(),
                     "commit_cpu_s": round(self._commit_cpu_s, 3), "named_producers_writing": self._fence.writing(),
-                    "commits": self._ident, "last_snapshot": self.producers.latest, "closed": self._closed,
+                    "commits": self.publisher.ident, "last_snapshot": self.producers.latest, "closed": self._closed,
                     "maintenance_commits": self._chores_run, "maintenance_commit_ms_max": round(self._chore_ms_max, 1)}
 
     def _notify_everyone(self) -> None:
         """(Holding the lock.) Wake every waiter: for what is rare (a failure, a close, a drop)."""
-        for condition in (self._cond, self._space):
-            condition.notify_all()
+        self.signal.everyone()
         self._lanes.kick()
         self._pool.wake(self)
 
@@ -491,14 +475,10 @@ class TableCommitter:
             self._pool.wake(self)  # its step fails the group
 
     def commit_identifier(self) -> int:
-        return self._ident
+        return self.publisher.ident
 
     def new_writer(self):
-        with self._cond:
-            if self._builder is None:
-                self._builder = self._table.new_stream_write_builder()
-            builder = self._builder
-        return builder.new_write()
+        return self.publisher.new_writer()
 
     def takeable(self) -> bool:
         """(Holding the lock.) Whether a writer should take from the queue now (BatchQueue.takeable),
@@ -519,13 +499,13 @@ class TableCommitter:
         """(A commit pool thread: commit_pool.Job.) Run the chores asked for, then the group commit
         once it is due; returns seconds until the next one is due, or None when there is nothing
         to do until woken (or the committer closed: then it commits nothing more)."""
-        with self._cond:
+        with self.signal:
             chores, self._chores = self._chores, []
             if self._closed is not None:
                 for chore in chores:
                     chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
                 self._stopped = True
-                self._cond.notify_all()
+                self.signal.changed()
                 return None
         for chore in chores:  # between group commits: at most one commit interval late
             start = time.perf_counter()
@@ -535,7 +515,7 @@ class TableCommitter:
                 chore.run()
             self._chores_run += 1
             self._chore_ms_max = max(self._chore_ms_max, (time.perf_counter() - start) * 1000)
-        with self._cond:
+        with self.signal:
             if self._closed is not None:
                 return 0  # its next step stops it: no commit after a drop's delete
             if not self._written and not self._queue and self._broken is None:
@@ -551,7 +531,7 @@ class TableCommitter:
     def _group_commit(self, hold: bool = False) -> None:
         """(Its commit step.) Seal what is queued and written now and commit it; with `hold`, the
         writers stay paused after a commit that landed."""
-        with self._cond:
+        with self.signal:
             self._last_start = time.monotonic()  # the interval runs from seal to seal: a seal's wait
             group, messages, broken = self._seal()  # for the writers is part of it, not added to it
         cpu0 = time.thread_time()
@@ -559,7 +539,7 @@ class TableCommitter:
             self._commit_group(group, messages, broken, hold)
         finally:
             self._commit_cpu_s += time.thread_time() - cpu0
-            with self._cond:
+            with self.signal:
                 self._inflight = []
                 self._last_active = time.monotonic()
                 self._notify_everyone()
@@ -571,7 +551,7 @@ class TableCommitter:
         it, so their next rows' sequence numbers (and a dynamic-bucket table's key index) follow
         the job's commit. The job's rows are thus one snapshot of their own."""
         for attempt in range(EXCLUSIVE_ATTEMPTS + 1):
-            with self._cond:
+            with self.signal:
                 if self._closed is not None:
                     chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
                     return
@@ -582,7 +562,7 @@ class TableCommitter:
                                            "commit kept failing; nothing of the job was committed, commit it again."))
                     return
                 self._sealing = True
-                self._cond.wait_for(lambda: self._lanes.writing == 0 or self._closed is not None)
+                self.signal.wait_for(lambda: self._lanes.writing == 0 or self._closed is not None)
                 if not self._written and self._broken is None and not self._lanes.dirty():
                     if not self._lanes.drop_writers():
                         chore.fail(Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}."))
@@ -597,7 +577,7 @@ class TableCommitter:
 
     def _trim_after(self, nbytes: int) -> None:
         """After a commit of `nbytes`: malloc_trim when the TrimPolicy says (ingest/trim.py)."""
-        with self._cond:
+        with self.signal:
             idle = not self._queue and not self._written
         if self._trim.committed(nbytes, idle, time.monotonic()):
             allocator.release_free_memory()
@@ -609,7 +589,7 @@ class TableCommitter:
         `_unseal`."""
         self._flush_to = self._order
         self._lanes.kick()
-        self._cond.wait_for(lambda: self._closed is not None or self._lanes.writing == 0 and (
+        self.signal.wait_for(lambda: self._closed is not None or self._lanes.writing == 0 and (
             self._broken is not None or not self._queue or self._queue.first_order() > self._flush_to))
         self._flush_to, self._sealing = None, True
         group = sorted(self._written, key=lambda p: p.order)
@@ -617,7 +597,7 @@ class TableCommitter:
         self._inflight = group
         messages = []
         if self._broken is None and any(p.rows for p in group):
-            self._ident += 1
+            self.publisher.next_identifier()
             if not self._lanes.prepare():
                 return group, [], Unavailable(f"Paimon table {self.name!r} takes no commits: {self._closed}.")
             messages = self._lanes.messages()
@@ -625,7 +605,7 @@ class TableCommitter:
         return group, messages, broken
 
     def _unseal(self) -> None:
-        with self._cond:
+        with self.signal:
             self._sealing = False
             self._lanes.kick()
 
@@ -641,6 +621,7 @@ class TableCommitter:
         nbytes = sum(p.nbytes for p in group)
         start = time.perf_counter()
         if broken is not None:
+            self.publisher.failed(broken)
             self._failed(group, broken)
             return
         if not hold:
@@ -648,70 +629,23 @@ class TableCommitter:
         try:
             # a group that wrote no file (a first-row table's known keys) holds nothing to commit
             written = rows and compat.makes_snapshot(messages)
-            snapshot = self._publish(messages, updates, firsts) if written else self.producers.latest
-        except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause
+            if written:
+                snapshot = self.publisher.commit(messages, updates, firsts)
+            else:
+                snapshot = self.producers.latest
+                self.producers.committed(updates, snapshot)
+        except Exception as e:  # noqa: BLE001 - every stream in the group gets the cause (the publisher recovered)
             self._failed(group, e)
             return
-        self.producers.committed(updates, snapshot)
         if rows:
             self._report_commit(rows, nbytes, time.perf_counter() - start,
                                 sum(f.file_size for m in messages for f in m.new_files))
-        with self._cond:
+        with self.signal:
             for p in group:
                 if not p.stream.closed:
                     p.stream.acks.put((p.seq, snapshot))
                 self._settle(p)
-            self._cond.notify_all()
-
-    def _publish(self, messages: list, updates: dict[str, int], firsts: dict[str, int],
-                 extra: dict[str, str] | None = None) -> int:
-        """Commit `messages` as one snapshot whose properties carry the producer map with `updates`
-        (and `extra`: a staged job's own properties); returns the snapshot. `firsts`: each named
-        producer's first seq in it, which the table must not hold yet (`_guard`)."""
-        self._attempt = (updates, firsts)
-        properties = {**self.producers.properties(updates), **(extra or {})}
-        user = self._builder.commit_user
-        if self._worker is not None:  # its Paimon work in a worker process; `_guard` still runs here
-            key = (self.identity, self.columns.schema_id, user, self._generation)
-            landed = self._worker.commit(CommitRequest(self.name, key, user, self._ident, messages, properties),
-                                         self._guard)
-        else:
-            if self._commit is None:
-                self._commit = compat.GroupCommit(self._table, user, self._guard)
-            landed = self._commit.commit(messages, self._ident, properties)
-        # the snapshot pypaimon says it made (read back only if it said none)
-        return landed if landed is not None else compat.find_commit(self._table, user, self._ident)
-
-    def _drop_commit(self) -> None:
-        """The commit object's state is unknown (a failure) or stale (a new schema): the next
-        commit makes a new one, here or in its worker."""
-        commit, self._commit = self._commit, None
-        self._generation += 1
-        close_quietly(commit, self.name)
-
-    def _guard(self, latest, properties: dict) -> None:
-        """(In the commit, before each attempt, with the latest snapshot the attempt lands on.) The
-        table is still the one the streams opened, and holds none of the commit's named batches:
-        whichever server (or which of this server's streams) committed them first, they are never
-        written twice. The producer map is merged to `latest`, so the check is exact, and the
-        snapshot's map is the whole map as of it."""
-        identity = compat.table_identity(self.table)
-        if identity != self.identity:
-            raise TableReplaced(
-                f"Paimon table {self.name!r} was dropped{'' if identity is None else ' and created again'} since "
-                "this stream opened (by another server or tool); its unacked batches were not committed. "
-                "Open a new stream to write into the table as it is now.", table=self.name)
-        self.producers.refresh(latest)  # other writers' commits since ours; a rollback reloads the map
-        updates, firsts = self._attempt
-        for producer, first in sorted(firsts.items()):
-            last = self.producers.last_seq(producer)
-            if last is not None and first <= last:
-                raise CommitRaced(
-                    f"Producer {producer!r}'s batches from seq {first} are already in Paimon table {self.name!r} "
-                    f"(up to seq {last}, committed by another stream or server as of snapshot "
-                    f"{self.producers.snapshot_of(producer)}); this commit was refused so that nothing is written "
-                    "twice. Resume from producer_state (PaimonSink does).", table=self.name, producer=producer)
-        properties.update(self.producers.properties(updates))
+            self.signal.changed()
 
     def _report_commit(self, rows: int, nbytes: int, seconds: float, file_bytes: int) -> None:
         """Tell `on_commit` (metrics, the table's maintenance) of a commit that landed."""
@@ -736,23 +670,20 @@ class TableCommitter:
             f"The group commit into Paimon table {self.name!r} failed: {_cause(e)}. "
             "None of this stream's unacked batches were acked; a named producer resumes from "
             "producer_state, which says what the table holds.", table=self.name)
-        with self._cond:
+        with self.signal:
             self._sealing = True
-            self._cond.wait_for(lambda: self._lanes.writing == 0 or self._closed is not None)
+            self.signal.wait_for(lambda: self._lanes.writing == 0 or self._closed is not None)
             failed = [*group, *self._written]
             self._written, self._written_bytes, self._broken = [], 0, None
             for stream in {p.stream for p in failed}:
                 self._fail(stream, error)
             self._lanes.drop_writers()
-            self._builder = None
+            self.publisher.drop_builder()
         try:
-            self._drop_commit()
             if isinstance(e, TableReplaced):  # its streams are failed; a new stream gets a new committer
                 self.close(str(e))
-            else:
-                self._reload_producers()
         finally:
-            with self._cond:
+            with self.signal:
                 for p in failed:
                     self._settle(p)
                 self._sealing = False
@@ -763,15 +694,6 @@ class TableCommitter:
         p.stream.outstanding -= 1
         if p.stream.producer is not None:
             self._fence.settle(p.stream.producer)
-
-    def _reload_producers(self) -> None:
-        """A failed commit may still have landed: read the producer map back from the table."""
-        try:
-            fresh = ProducerSeqs(self._table)
-        except Exception:  # noqa: BLE001 - keep the old map; the next commit refreshes it
-            log.warning("producer_state_reload_failed", table=self.name, exc_info=True)
-            return
-        self.producers = fresh
 
 
 def _raced(e: BaseException) -> bool:

@@ -3,7 +3,7 @@
 of the server's writer pool (ingest/writer_pool.py) for its life. A writer is made on first use,
 prepared at each seal and closed after a failure.
 
-The lanes serve their committer (ingest/committer.py), under its lock: they take chunks off its
+The lanes serve their committer (ingest/committer.py), under its lock (`Signal`): they take chunks off its
 queue (`host.take`), write them without the lock (Parquet encoding in Rust, mostly without the
 GIL), and hand back what they wrote (`host.wrote`). The committer `kick`s its lanes when they may
 have work; its commit asks every lane at once to prepare its files or to drop its writer (`ask`),
@@ -38,12 +38,55 @@ class Lane:
         self.cpu_s = 0.0  # this thread's CPU time in writes (Parquet encoding, mostly without the GIL)
 
 
+class Signal:
+    """The one lock of a table's writes, and what is waited for under it: that something changed
+    (`wait_for`, `changed`) or that the queue has room for a submitter (`wait_room`, `room`). The
+    committer makes it; its writer lanes hold it while they take work and hand back what they
+    did, and wake the waiters through it."""
+
+    def __init__(self):
+        lock = threading.Lock()
+        self._changed = threading.Condition(lock)
+        self._room = threading.Condition(lock)
+
+    def __enter__(self) -> Signal:
+        self._changed.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._changed.__exit__(*exc)
+
+    def wait_for(self, predicate, timeout: float | None = None) -> bool:
+        """(Holding it.) Wait until `predicate()` is true (or `timeout` s passed): its result."""
+        return self._changed.wait_for(predicate, timeout)
+
+    def wait(self, timeout: float) -> None:
+        """(Holding it.) Wait for a change, at most `timeout` s."""
+        self._changed.wait(timeout)
+
+    def wait_room(self, timeout: float) -> None:
+        """(Holding it.) A submitter waits for room in the queue, at most `timeout` s."""
+        self._room.wait(timeout)
+
+    def changed(self) -> None:
+        """(Holding it.) Wake everyone waiting for a change."""
+        self._changed.notify_all()
+
+    def room(self, n: int) -> None:
+        """(Holding it.) `n` batches left the queue: wake as many submitters."""
+        self._room.notify(n)
+
+    def everyone(self) -> None:
+        """(Holding it.) Wake every waiter, submitters too: for what is rare (a failure, a close)."""
+        self._changed.notify_all()
+        self._room.notify_all()
+
+
 class Host(Protocol):
-    """What the writer threads need of their committer (its methods run holding `lock`)."""
+    """What the writer threads need of their committer (its methods run holding `signal`)."""
 
     name: str
-    lock: threading.Condition  # the committer's lock and its condition for everything else
-    space: threading.Condition  # submitters wait here for room in the queue (same lock)
+    signal: Signal
 
     def closed(self) -> bool: ...
     def takeable(self) -> bool: ...
@@ -113,7 +156,7 @@ class WriterLanes:
         self._asked += 1
         number, self._asked_job = self._asked, job
         self.kick()
-        host.lock.wait_for(lambda: host.closed() or all(lane.answered == number for lane in self.lanes))
+        host.signal.wait_for(lambda: host.closed() or all(lane.answered == number for lane in self.lanes))
         return not host.closed()
 
     # -- a lane's pinned thread ------------------------------------------------------
@@ -123,7 +166,7 @@ class WriterLanes:
         its committer closed, closing its writer. True when it may have more."""
         host = self.host
         job = None
-        with host.lock:
+        with host.signal:
             if lane.finished:
                 return False
             closed = host.closed()
@@ -132,7 +175,7 @@ class WriterLanes:
             elif not closed and host.takeable():
                 chunk = host.take()
                 self.writing += 1
-                host.space.notify(len(chunk))  # room for blocked submitters
+                host.signal.room(len(chunk))  # room for blocked submitters
             elif not closed:
                 return False
         if closed:
@@ -141,11 +184,11 @@ class WriterLanes:
             # had not prepared are removed (never to be committed).
             writer, lane.writer = lane.writer, None
             close_quietly(writer, host.name)
-            with host.lock:
+            with host.signal:
                 lane.finished = True
                 if self.finished():
                     self.pool.unpin([lane.slot for lane in self.lanes])
-                host.lock.notify_all()
+                host.signal.changed()
             return False
         if job is None:
             self._write(lane, chunk)
@@ -166,12 +209,12 @@ class WriterLanes:
                 lane.writer.write_arrow_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
         except BaseException as e:  # noqa: BLE001 - pyo3's PanicException too; the commit step fails the streams
             error = e
-        with self.host.lock:
+        with self.host.signal:
             lane.cpu_s += time.thread_time() - cpu0
             lane.dirty = lane.dirty or bool(batches)
             self.writing -= 1
             self.host.wrote(chunk, error)
-            self.host.lock.notify_all()
+            self.host.signal.changed()
 
     def _prepare(self, lane: Lane, number: int) -> None:
         """A seal: this thread's files since the last one, as commit messages."""
@@ -181,18 +224,18 @@ class WriterLanes:
                 messages = lane.writer.prepare_commit(self.host.commit_identifier())
             except BaseException as e:  # noqa: BLE001 - as in _write
                 error = e
-        with self.host.lock:
+        with self.host.signal:
             lane.messages, lane.dirty, lane.answered = messages, False, number
             if error is not None:
                 self.host.broke(error)
-            self.host.lock.notify_all()
+            self.host.signal.changed()
 
     def _drop_writer(self, lane: Lane, number: int) -> None:
         writer, lane.writer = lane.writer, None
         close_quietly(writer, self.host.name)
-        with self.host.lock:
+        with self.host.signal:
             lane.messages, lane.dirty, lane.answered = [], False, number
-            self.host.lock.notify_all()
+            self.host.signal.changed()
 
 
 def close_quietly(closable, table: str) -> None:
