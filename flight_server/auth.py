@@ -112,7 +112,7 @@ class AuthConfig:
         return cls.parse(doc, path)
 
     @classmethod
-    def parse(cls, doc, path: str = "<auth>") -> AuthConfig:
+    def parse(cls, doc: object, path: str = "<auth>") -> AuthConfig:
         """`doc` (the file's JSON) checked against auth_file's schema; AuthConfigError naming the field."""
         checked = auth_file.validate(doc, path)
         return cls([(p.digest, Principal(p.name, tuple(Grant(g.tables, frozenset(g.allow)) for g in p.grants)))

@@ -18,7 +18,9 @@ import hmac
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from flight_server.wire import names
 from flight_server.wire.errors import InvalidRequest
@@ -109,7 +111,7 @@ _MALFORMED = ("The ticket's payload is malformed ({}); take tickets from get_fli
               "(or flight_cli) and pass them unchanged.")
 
 
-def _check(value, kind: str, what: str, optional: bool = False):
+def _check(value: Any, kind: str, what: str, optional: bool = False) -> Any:  # JSON in, its checked value out
     """`value` if it is of `kind` ("int" >= 0, "str", "pair" of ints), else a clear refusal."""
     if value is None and optional:
         return None
@@ -129,7 +131,7 @@ def _check(value, kind: str, what: str, optional: bool = False):
     return tuple(value) if kind == "pair" else value
 
 
-def _from_payload(payload) -> Ticket:
+def _from_payload(payload: object) -> Ticket:
     if not isinstance(payload, dict):
         raise InvalidRequest(_MALFORMED.format("not a JSON object"))
     kind = payload.get("kind")
@@ -174,7 +176,8 @@ class TicketCodec:
     for `lifetime_ms` after it was planned (checked when a do_get opens it: a stream open longer
     goes on). `clock`: epoch seconds (time.time)."""
 
-    def __init__(self, key: bytes | None = None, lifetime_ms: int = DEFAULT_LIFETIME_MS, clock=time.time):
+    def __init__(self, key: bytes | None = None, lifetime_ms: int = DEFAULT_LIFETIME_MS,
+                 clock: Callable[[], float] = time.time):
         if lifetime_ms < 1:
             raise ValueError(f"a ticket lifetime must be positive, got {lifetime_ms} ms")
         self._key = key or os.urandom(32)
@@ -211,7 +214,7 @@ class TicketCodec:
         self._check_age(payload)
         return _from_payload(payload)
 
-    def _check_age(self, payload) -> None:
+    def _check_age(self, payload: object) -> None:
         issued = payload.get(ISSUED) if isinstance(payload, dict) else None
         if not is_int(issued, minimum=0):
             raise InvalidRequest(_MALFORMED.format(f"it has no planning time ({ISSUED!r} is {str(issued)[:40]!r})"))

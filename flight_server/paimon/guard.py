@@ -21,26 +21,30 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Generic, TypeVar
 
 MAX_ENTRIES = 4096
 IDLE_SECONDS = 3600.0
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
-class _Lru:
+class _Lru(Generic[K, V]):
     """A bounded map that forgets entries idle for `idle` seconds or beyond `limit` entries."""
 
     def __init__(self, limit: int, idle: float):
-        self.items: OrderedDict = OrderedDict()
+        self.items: OrderedDict[K, tuple[V, float]] = OrderedDict()  # key -> (value, last used)
         self.limit, self.idle = limit, idle
 
-    def get(self, key, now: float):
+    def get(self, key: K, now: float) -> V | None:
         hit = self.items.pop(key, None)
         if hit is None:
             return None
         self.items[key] = (hit[0], now)
         return hit[0]
 
-    def put(self, key, value, now: float) -> None:
+    def put(self, key: K, value: V, now: float) -> None:
         self.items.pop(key, None)
         self.items[key] = (value, now)
         while self.items:
@@ -55,9 +59,11 @@ class FilterGuard:
 
     def __init__(self, max_entries: int = MAX_ENTRIES, idle_seconds: float = IDLE_SECONDS):
         self._lock = threading.Lock()
-        self._pending = _Lru(max_entries, idle_seconds)  # (table, R) -> plannings since R's last new read
-        self._first = _Lru(max_entries, idle_seconds)  # (table, P) -> the first execution that read P
-        self._answers = _Lru(max_entries, idle_seconds)  # (table, P, E) -> may prune
+        # (table, R) -> plannings since R's last new read
+        self._pending: _Lru[tuple[str, str], frozenset[str]] = _Lru(max_entries, idle_seconds)
+        # (table, P) -> the first execution that read P
+        self._first: _Lru[tuple[str, str], str] = _Lru(max_entries, idle_seconds)
+        self._answers: _Lru[tuple[str, str, str], bool] = _Lru(max_entries, idle_seconds)  # (table, P, E) -> may prune
 
     def allows(self, table: str, guard: str) -> bool:
         """Register a planning ("R:P": True, the planner sizes the pruned read) or answer whether
@@ -66,8 +72,8 @@ class FilterGuard:
         now = time.monotonic()
         with self._lock:
             if not execution:
-                pending = self._pending.get((table, relation), now) or frozenset()
-                self._pending.put((table, relation), pending | {planning}, now)
+                plannings = self._pending.get((table, relation), now) or frozenset()
+                self._pending.put((table, relation), plannings | {planning}, now)
                 return True
             key = (table, planning, execution[0])
             answer = self._answers.get(key, now)

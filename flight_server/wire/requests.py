@@ -138,7 +138,7 @@ class PaimonRequest(PaimonSubject):
         return out
 
     @staticmethod
-    def from_json(cmd: dict) -> PaimonRequest:
+    def from_json(cmd: object) -> PaimonRequest:
         """The request a command asks for, every key checked (the inverse of `to_json`)."""
         if not isinstance(cmd, dict):
             raise InvalidRequest(f"A Paimon read command must be a JSON object, got {type(cmd).__name__}.")
