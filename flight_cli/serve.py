@@ -125,6 +125,7 @@ def _notify(state: str) -> None:
 
 
 def cmd_serve(args) -> int:
+    from flight_server.paimon import compat
     from flight_server.server import FlightPaimonServer
 
     # Block the signals before gRPC starts its threads: they inherit the mask and the main
@@ -144,6 +145,11 @@ def cmd_serve(args) -> int:
         raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}), --commit-bytes ({args.commit_bytes}), "
                        f"--write-threads ({args.write_threads}), --write-pool-threads ({args.write_pool_threads}) "
                        f"and --commit-threads ({args.commit_threads}) must be positive.")
+    catalog_options = dict(args.warehouse_option or [])
+    unservable = compat.unservable(catalog_options)  # REST, an unknown metastore, a JDBC catalog without its URI
+    if unservable is not None:
+        raise CliError(f"--warehouse-option: {unservable}.")
+    jdbc = catalog_options.get("metastore") == "jdbc"  # the table names in a database: opened at start as well
     remote = "://" in args.warehouse  # an object store (s3://...): pypaimon's filesystem options apply
     if not remote:
         _local_warehouse(args.warehouse)
@@ -163,17 +169,19 @@ def cmd_serve(args) -> int:
                                     maintenance_workers=args.maintenance_workers,
                                     metrics_table_window_ms=args.metrics_table_window,
                                     metrics_max_tables=args.metrics_max_tables,
-                                    warehouse_options=dict(args.warehouse_option or []), **secured, **limits(args))
+                                    warehouse_options=catalog_options, **secured, **limits(args))
     except pa.ArrowException as e:
         raise CliError(f"the server did not start on {args.host}:{args.port} ({e}).") from None
-    if remote:
+    if remote or jdbc:
         try:
             server.paimon.catalog().list_databases()
-        except Exception as e:  # noqa: BLE001 - any storage failure: the reason, in one line, and exit
+        except Exception as e:  # noqa: BLE001 - any storage or database failure: the reason, in one line, and exit
             server.shutdown()
-            raise CliError(f"cannot open warehouse {args.warehouse} ({type(e).__name__}: {str(e).splitlines()[0][:300]}); "
-                           "check --warehouse-option (s3.endpoint, s3.region, s3.access-key, s3.secret-key, "
-                           "s3.path-style-access).") from None
+            check = ("uri, jdbc.user, jdbc.password; psycopg2 or pymysql installed for PostgreSQL or MySQL"
+                     if jdbc else "s3.endpoint, s3.region, s3.access-key, s3.secret-key, s3.path-style-access")
+            what = f"the JDBC catalog {catalog_options.get('uri')}" if jdbc else f"warehouse {args.warehouse}"
+            raise CliError(f"cannot open {what} ({type(e).__name__}: {str(e).splitlines()[0][:300]}); "
+                           f"check --warehouse-option ({check}).") from None
     metrics_url = None
     if server.metrics is not None:
         try:

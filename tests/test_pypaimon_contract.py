@@ -685,6 +685,30 @@ def test_a_real_full_disk_and_other_errors_are_classified(wh, tmp_path):
     with pytest.raises(OSError) as raised:
         file_io.write_file("/dev/full", "x" * 100_000, overwrite=True)
     assert compat.classify(raised.value) is compat.Outcome.DISK_FULL, repr(raised.value)
+    from pypaimon import CatalogFactory
+
     with pytest.raises(ValueError) as raised:
-        compat.create_catalog(str(tmp_path), {"metastore": "no-such-metastore"})
+        CatalogFactory.create({"warehouse": str(tmp_path), "metastore": "no-such-metastore"})
     assert compat.classify(raised.value) is compat.Outcome.OTHER, repr(raised.value)
+
+
+def test_a_jdbc_catalogs_tables_read_their_latest_snapshot_from_their_files(tmp_path):
+    """compat.create_catalog's JDBC tables have no snapshot loader (pypaimon's makes a new catalog,
+    a database connection, at every latest-snapshot read, only to fail over to the files: the
+    JDBC catalog cannot load snapshots); what they read is the same. When pypaimon's JDBC catalog
+    loads snapshots itself, or its tables stop making a catalog per read, the wrap can go."""
+    from pypaimon import CatalogFactory
+
+    options = {"metastore": "jdbc", "uri": f"jdbc:sqlite:{tmp_path / 'catalog.db'}"}
+    catalog = compat.create_catalog(str(tmp_path / "wh"), options)
+    compat.create_table(catalog, "db.t", pa.schema([("id", pa.int64())]), [], [], {"bucket": "-1"})
+    ours = catalog.get_table("db.t")
+    commit_arrow(ours, pa.table({"id": [1, 2]}))
+    plain = CatalogFactory.create({**options, "warehouse": str(tmp_path / "wh")})
+    theirs = plain.get_table("db.t")
+    assert theirs.snapshot_manager().snapshot_loader is not None, "pypaimon's JDBC tables no longer have a loader"
+    with pytest.raises(NotImplementedError):
+        plain.load_snapshot(theirs.identifier)
+    assert ours.snapshot_manager().snapshot_loader is None
+    assert ours.copy({"read.batch-size": "10"}).snapshot_manager().snapshot_loader is None
+    assert ours.snapshot_manager().get_latest_snapshot().id == theirs.snapshot_manager().get_latest_snapshot().id == 1

@@ -62,6 +62,7 @@ from flight_server.paimon.compat.catalog import (
     refuses_retractions,
     row_kind_field,
     shares_buckets,
+    unservable,
 )
 from flight_server.paimon.compat.columns import (
     Columns,
@@ -162,7 +163,7 @@ __all__ = [
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
     "compaction_changelog_producer", "create_catalog", "create_table", "drop_table", "fixed_buckets", "list_tables",
-    "native_write_table", "refuses_retractions", "row_kind_field", "shares_buckets",
+    "native_write_table", "refuses_retractions", "row_kind_field", "shares_buckets", "unservable",
     # the table's files by path
     "PRODUCER_RECORDS", "TableFiles", "list_names", "orphan_candidate_dir", "table_identity", "write_whole",
     # snapshots, tags, consumers
