@@ -59,6 +59,7 @@ from flight_server.ingest.write_stream import END, WriteStream
 from flight_server.ingest.writer_pool import WriterPool
 from flight_server.paimon import compat
 from flight_server.wire import allocator
+from flight_server.wire.actions import PaimonWriteStats
 from flight_server.wire.errors import (
     Cancelled,
     CommitFailed,
@@ -405,15 +406,15 @@ class TableCommitter:
         with self.signal:
             return self.signal.wait_for(lambda: self._stopped and self._lanes.finished(), timeout)
 
-    def stats(self) -> dict:
+    def stats(self) -> PaimonWriteStats:
         """What `stats` shows of the table's durable writes on this server."""
         with self.signal:
-            return {"queued_batches": len(self._queue), "queued_bytes": self._queue.bytes,
-                    "written_batches": len(self._written), "in_commit_batches": len(self._inflight),
-                    "writers": self.writers, "write_cpu_s": self._lanes.cpu_s(),
-                    "commit_cpu_s": round(self._commit_cpu_s, 3), "named_producers_writing": self._fence.writing(),
-                    "commits": self.publisher.ident, "last_snapshot": self.producers.latest, "closed": self._closed,
-                    "maintenance_commits": self._chores_run, "maintenance_commit_ms_max": round(self._chore_ms_max, 1)}
+            return PaimonWriteStats(
+                queued_batches=len(self._queue), queued_bytes=self._queue.bytes, written_batches=len(self._written),
+                in_commit_batches=len(self._inflight), writers=self.writers, write_cpu_s=self._lanes.cpu_s(),
+                commit_cpu_s=round(self._commit_cpu_s, 3), named_producers_writing=self._fence.writing(),
+                commits=self.publisher.ident, last_snapshot=self.producers.latest, closed=self._closed,
+                maintenance_commits=self._chores_run, maintenance_commit_ms_max=round(self._chore_ms_max, 1))
 
     def _notify_everyone(self) -> None:
         """(Holding the lock.) Wake every waiter: for what is rare (a failure, a close, a drop)."""

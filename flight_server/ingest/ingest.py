@@ -170,7 +170,7 @@ class Ingest:
         """Per Paimon table written through this server (or the one named): its committer's state."""
         with self._lock:
             committers = dict(self._committers)
-        return {n: PaimonWriteStats(**c.stats()) for n, c in sorted(committers.items()) if name is None or n == name}
+        return {n: c.stats() for n, c in sorted(committers.items()) if name is None or n == name}
 
     def close(self, reason: str) -> None:
         self._stop.set()
