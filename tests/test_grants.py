@@ -23,8 +23,9 @@ TOKENS = {name: secrets.token_urlsafe(24) for name in ("admin", "writer", "reade
 PUSH_SCHEMA = pa.schema([("id", pa.int64())])
 
 
-@pytest.fixture
-def secured(tmp_path, warehouse):
+def serve_secured(tmp_path, warehouse: str):
+    """A server process with the three principals, push table orders and Paimon tables db.events
+    (empty) and db.secret (5 rows); yields a client per principal."""
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"principals": [
         {"name": "admin", "token": TOKENS["admin"], "grants": [{"tables": "*", "allow": ["read", "write", "admin"]}]},
@@ -41,6 +42,20 @@ def secured(tmp_path, warehouse):
     for c in clients.values():
         c.close()
     server.stop()
+
+
+@pytest.fixture
+def secured(tmp_path, warehouse):
+    yield from serve_secured(tmp_path, warehouse)
+
+
+@pytest.fixture(scope="module")
+def secured_read_only(tmp_path_factory):
+    """One such server for the module's tests that only read and are refused (a server process
+    starts in seconds): they change nothing another test sees."""
+    tmp = tmp_path_factory.mktemp("secured")
+    (tmp / "warehouse").mkdir()
+    yield from serve_secured(tmp, str(tmp / "warehouse"))
 
 
 def test_a_write_only_principal_uses_the_projects_own_producers(secured):
@@ -60,12 +75,12 @@ def test_a_write_only_principal_uses_the_projects_own_producers(secured):
     ("writer", ("paimon", "db.secret")), ("writer", ("push", "elsewhere")), ("reader", ("push", "orders")),
     ("reader", ("paimon", "db.missing")), ("writer", ("paimon", "db.missing")),
 ])
-def test_get_schema_outside_the_grants_is_refused_naming_principal_and_table(secured, who, path):
+def test_get_schema_outside_the_grants_is_refused_naming_principal_and_table(secured_read_only, who, path):
     """Refused before the table is looked up (a missing table is not told from a hidden one).
     pyarrow's Python servers cannot give GetSchema a Flight status (its `_get_schema` callback, unlike
     the others, does not turn a FlightError into one): the refusal arrives as UNKNOWN whose detail
     is the code `permission_denied` (never a traceback), which `from_flight` reads."""
-    c = secured[who]
+    c = secured_read_only[who]
     with pytest.raises(pa.ArrowException) as e:
         c.flight.get_schema(flight.FlightDescriptor.for_path(*path), c.options())
     assert ". Detail: Python exception: permission_denied" in str(e.value) and "Traceback" not in str(e.value)
