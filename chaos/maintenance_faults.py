@@ -91,7 +91,7 @@ def _killed_while_maintaining(ctx: Context, keyed: bool = False) -> Run:
 
 scenario("maintenance", "SIGKILL while compacting and expiring, restart",
          "durable named producers: exactly-once; every kept snapshot reads whole; maintenance resumes",
-         short=2, full=20)(_killed_while_maintaining)
+         short=1, full=20)(_killed_while_maintaining)
 
 
 scenario("maintenance", "SIGKILL while merging a primary-key table and expiring, restart",

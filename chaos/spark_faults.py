@@ -16,6 +16,7 @@ from producers.examples.counter import SCHEMA as PUSH_SCHEMA
 from producers.examples.events import SCHEMA as EVENTS_SCHEMA
 
 BATCHES = 40
+SHORT_BATCHES = 16  # CI's runs: still several micro-batches past the kill (3 snapshots or 20 batches a trigger)
 JOB_S = 240  # one driver's limit: Spark starts in ~10-20 s on 2 cores
 
 
@@ -54,10 +55,16 @@ def count(ids, expected: set) -> tuple[int, int]:
     return sum(1 for i in expected if seen[i] == 0), sum(n - 1 for n in seen.values() if n > 1)
 
 
+def batches(ctx: Context) -> int:
+    """Batches a run's feeder writes: fewer in CI's short runs, whose restarted driver then has
+    fewer micro-batches to catch up through (each ~1-3 s of Spark)."""
+    return SHORT_BATCHES if ctx.short else BATCHES
+
+
 def _durable_rows(ctx: Context, uri: str, table: str) -> None:
-    """Write BATCHES batches into a Paimon table through the server, while the query runs."""
-    proc = ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", "w", "--batches", str(BATCHES),
-                      "--rows", str(ROWS), "--rate", "8")
+    """Write batches(ctx) batches into a Paimon table through the server, while the query runs."""
+    proc = ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", "w", "--batches",
+                      str(batches(ctx)), "--rows", str(ROWS), "--rate", "8")
     return proc
 
 
@@ -85,11 +92,12 @@ def _push_source(ctx: Context) -> Run:
     table = f"t{uuid.uuid4().hex[:8]}"
     client.register(table, PUSH_SCHEMA, capacity=256)  # the producer never waits for the dead driver
     client.close()
-    producer = ctx.python("-m", "chaos.producer", uri, f"push:{table}", "--batches", str(BATCHES * 4), "--rows",
-                          "250", "--rate", "30")
+    n = batches(ctx) * 4
+    producer = ctx.python("-m", "chaos.producer", uri, f"push:{table}", "--batches", str(n), "--rows", "250",
+                          "--rate", "30")
     kill_and_finish(ctx, uri, producer, "--read", f"push:{table}")
-    lost, dup = count(json.load(open(ctx.dir / "ids.json")), set(range(BATCHES * 4 * 250)))
-    return Run(detail=f"{BATCHES * 1000} rows", lost=lost, duplicated=dup)
+    lost, dup = count(json.load(open(ctx.dir / "ids.json")), set(range(n * 250)))
+    return Run(detail=f"{n * 250} rows", lost=lost, duplicated=dup)
 
 
 def _source_and_sink_names(ctx: Context, sink_prefix: str) -> tuple[str, Client, str, str]:
@@ -109,7 +117,7 @@ def _push_sink(ctx: Context) -> Run:
     drain = Drain(client, sink)
     writer = _durable_rows(ctx, uri, source)
     kill_and_finish(ctx, uri, writer, "--read", f"paimon:{source}", "--write-push", sink)
-    expected = {s * 1_000_000 + r for s in range(BATCHES) for r in range(ROWS)}
+    expected = {s * 1_000_000 + r for s in range(batches(ctx)) for r in range(ROWS)}
     ctx.wait_for(lambda: expected <= set(drain.ids), "the push table's reader to get every row", timeout=30)
     time.sleep(1)  # a duplicate would arrive right behind
     drain.reader.cancel()
@@ -130,6 +138,6 @@ def _paimon_sink(ctx: Context) -> Run:
     held, partial = table_batches(ctx.warehouse(), sink)
     if partial:
         raise wrong_error(f"batches held partly: {partial[:5]}")
-    lost = sum(ROWS for s in range(BATCHES) if held[("w", s)] == 0)
+    lost = sum(ROWS for s in range(batches(ctx)) if held[("w", s)] == 0)
     duplicated = sum(n - ROWS for n in held.values() if n > ROWS)
     return Run(detail=f"{sum(held.values())} rows", lost=lost, duplicated=duplicated)
