@@ -36,6 +36,23 @@ compaction worker). `--created N --written M` creates N and writes M of them (e.
 
        .venv/bin/python scripts/bench_tables.py --idle-run 1000 [--idle-seconds 120] [--table-idle-timeout "60 s"]
        .venv/bin/python scripts/bench_tables.py --created 10000 --written 2000 --json F
+
+`--compare ROUNDS` runs `--variants` in rounds alternating: `floor xN`, `server` (the defaults),
+`server cpN` (`--commit-processes N`), and `bare` / `bare xN`, scripts/bare_ingest_server.py, a
+Flight ingest server with no logic at all (each table's pending batches written and committed
+with pypaimon as often as it can, in its own process or N), the baseline a server's logic is
+measured against. `--rate 0` makes the producers a closed loop: each table's next batch once the
+last is acked, so a commit holds one batch, the floor's unit of work, and commits a second are
+what the server can do rather than what the offered rate asks.
+
+       .venv/bin/python scripts/bench_tables.py --compare 3 --rate 0 --seconds 30 --procs 3 \
+           --variants "floor x1,floor x2,server,server cp1,server cp2,bare,bare x2"
+
+`--sweep B` runs 10, 100, 500 and 1,000 tables sharing B batches a second, each after pypaimon's
+floor over as many tables: threads, RSS, commits a second, the floor ratio and ack p50/p99, and
+with `--plot F` a PNG of them (issue 47 item 5).
+
+       .venv/bin/python scripts/bench_tables.py --sweep 200 --seconds 30 --plot docs/bench-results/tables-sweep.png
 """
 
 from __future__ import annotations
@@ -214,6 +231,18 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_
             for r in roles:
                 r.stdin.write("go\n")
                 r.stdin.flush()
+            peak = {"threads": 0, "rss_mib": 0.0, "children_rss_mib": 0.0}
+            sampling = threading.Event()
+
+            def sample_peaks() -> None:  # the server's threads and RSS, every second while producing
+                while not sampling.wait(1.0):
+                    st = proc_status(server.proc.pid)
+                    peak["threads"] = max(peak["threads"], st["threads"])
+                    peak["rss_mib"] = max(peak["rss_mib"], st["rss_mib"])
+                    peak["children_rss_mib"] = max(peak["children_rss_mib"], children_rss_mib(server.proc.pid))
+
+            sampler = threading.Thread(target=sample_peaks, daemon=True)
+            sampler.start()
             roles_cpu = 0.0
             outs = []
             for r in roles:  # the producers' CPU read just before each exits
@@ -224,6 +253,8 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_
             elapsed, cpu = time.monotonic() - start, cpu_s(server.proc.pid) - cpu0
             children_cpu = sum(cpu_s(c) - children0.get(c, 0.0) for c in children_of(server.proc.pid))
             commits = commits_now() - commits0
+            sampling.set()
+            sampler.join()
         finally:
             if client is not None:
                 client.close()
@@ -239,7 +270,8 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_
             "server_cpu_ms_per_commit": round((cpu + children_cpu) * 1000 / max(commits, 1), 2),
             "serving_process_cpu_ms_per_commit": round(cpu * 1000 / max(commits, 1), 2),
             "server_cores": round((cpu + children_cpu) / elapsed, 2), "mean_ms": round(statistics.mean(lat), 1),
-            "server_args": list(server_args), "bare_procs": bare_procs}
+            "server_args": list(server_args), "bare_procs": bare_procs, "peak_threads": peak["threads"],
+            "peak_rss_mib": peak["rss_mib"], "peak_children_rss_mib": peak["children_rss_mib"]}
 
 
 def children_of(pid: int) -> list[int]:
@@ -308,6 +340,63 @@ def compare(rounds: int, tables: int, rate: float, rows: int, seconds: float, pr
             "median_cpu_ms_per_commit": {v: statistics.median(o.get("server_cpu_ms_per_commit", o.get("cpu_ms_per_commit"))
                                                               for o in rs) for v, rs in results.items()},
             "runs": results}
+
+
+SWEEP_TABLES = (10, 100, 500, 1000)
+
+
+def sweep(total_rate: float, rows: int, seconds: float, procs: int, floor_rounds: int, plot_to: str | None) -> dict:
+    """Many tables on one server (issue 47 item 5): for 10, 100, 500 and 1,000 tables sharing
+    `total_rate` batches a second (so the rows a second stay the same and only the tables change),
+    the server's peak threads and RSS, commits a second, their ratio to pypaimon's floor in 2
+    processes over as many tables (measured before each), and ack p50/p99."""
+    points = []
+    for n in SWEEP_TABLES:
+        load = os.getloadavg()[0]
+        fl = floor_procs(n, floor_rounds, rows, 2)
+        out = run(n, total_rate / n, rows, seconds, procs)
+        out.update(load_before=round(load, 2), floor_commits_s=fl["commits_s"],
+                   floor_ratio=round(out["commits_s"] / fl["commits_s"], 2))
+        points.append(out)
+        print(json.dumps({k: out[k] for k in ("tables", "rate_batches_s", "commits_s", "floor_commits_s", "floor_ratio",
+                                              "ack_p50_ms", "ack_p99_ms", "peak_threads", "peak_rss_mib",
+                                              "load_before")}), file=sys.stderr, flush=True)
+    if plot_to:
+        plot_sweep(points, plot_to)
+    return {"sweep": "tables sharing one total rate", "total_rate_batches_s": total_rate, "rows": rows,
+            "seconds": seconds, "points": points}
+
+
+def plot_sweep(points: list[dict], path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("the plot needs matplotlib: .venv/bin/python -m pip install 'matplotlib>=3.8'") from None
+    x = [p["tables"] for p in points]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax = axes[0]
+    ax.plot(x, [p["ack_p50_ms"] for p in points], "o-", label="ack p50")
+    ax.plot(x, [p["ack_p99_ms"] for p in points], "s-", label="ack p99")
+    ax.set(xscale="log", yscale="log", xlabel="tables", ylabel="ms", title="ack latency")
+    ax.legend()
+    ax = axes[1]
+    ax.plot(x, [p["commits_s"] for p in points], "o-", label="server")
+    ax.plot(x, [p["floor_commits_s"] for p in points], "s--", label="pypaimon floor, 2 processes")
+    ax.set(xscale="log", xlabel="tables", ylabel="commits/s", title="commits a second")
+    ax.legend()
+    ax = axes[2]
+    ax.plot(x, [p["peak_threads"] for p in points], "o-", color="C2", label="threads")
+    ax.set(xscale="log", xlabel="tables", ylabel="threads (peak)", title="server threads and RSS")
+    twin = ax.twinx()
+    twin.plot(x, [p["peak_rss_mib"] for p in points], "s--", color="C3", label="RSS MiB")
+    twin.set_ylabel("RSS MiB (peak)")
+    fig.suptitle(f"{points[0]['rate_batches_s'] * points[0]['tables']:.0f} batches/s of {points[0]['rows']} rows "
+                 "shared by the tables, on this 2-core machine", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def floor(tables: int, rounds: int, rows: int) -> dict:
@@ -503,6 +592,9 @@ def main() -> int:
                     help="rounds alternating over --variants; commits/s and their ratio to the first floor")
     ap.add_argument("--variants", default=DEFAULT_VARIANTS,
                     help="--compare: what runs, comma-separated: floor xN, server, server cpN, bare, bare xN")
+    ap.add_argument("--sweep", type=float, metavar="BATCHES_S",
+                    help="10, 100, 500 and 1,000 tables sharing this many batches a second (see sweep())")
+    ap.add_argument("--plot", help="--sweep: draw the sweep into this PNG (needs matplotlib)")
     ap.add_argument("--idle-run", type=int, metavar="N", help="create N tables, write each once, then idle")
     ap.add_argument("--created", type=int, help="idle run: tables created (with --written)")
     ap.add_argument("--written", type=int, help="idle run: of the created tables, written once each")
@@ -523,6 +615,8 @@ def main() -> int:
         result = idle_run(created, written, args.rows, args.idle_seconds, args.table_idle_timeout, args.put_threads,
                           args.sample_seconds)
         result["build"] = build()
+    elif args.sweep:
+        result = sweep(args.sweep, args.rows, args.seconds, args.procs, args.rounds, args.plot)
     elif args.compare:
         for v in args.variants.split(","):
             try:

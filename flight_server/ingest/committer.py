@@ -79,6 +79,11 @@ DEFAULT_WRITERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # lanes of a bucke
 EXCLUSIVE_ATTEMPTS = 3  # group commits tried before a staged job's commit gives up (they keep failing)
 STAGED_ROWS_TIMEOUT_S = 3600.0  # how long a staged job's commit may take to write its rows (commit_rows)
 SCHEMA_CHECK_S = 1.0  # how often its commit step looks for a newer schema (an ALTER by anyone)
+# How often a stream waiting for room or for its acks looks whether its call was cancelled (gRPC
+# says so only when asked); acks, failures, room and a close wake it at once. A waiting stream's
+# wake-ups cost the GIL the commits need: at 0.1 s, 1,000 streams waiting for their acks woke
+# 10,000 times a second (docs/benchmarks_ingest.md, "Many tables on one server").
+CANCEL_CHECK_S = 1.0
 SETTLE_TIMEOUT_S = 30.0  # how long a producer's new stream (or producer_state) waits for its batches written before
 
 
@@ -194,7 +199,7 @@ class TableCommitter:
                 batch = evolve(batch, stream.columns, self.columns, stream.label)  # opened before an ALTER
             nbytes = batch.get_total_buffer_size()  # a received batch's size (nbytes walks every buffer)
             while self._queue.full():
-                self.signal.wait_room(0.1)
+                self.signal.wait_room(CANCEL_CHECK_S)
                 self._check(stream)
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled.")
@@ -212,7 +217,7 @@ class TableCommitter:
         """Wait until every batch of the stream is acked; raises the stream's error if it failed."""
         with self.signal:
             while stream.outstanding and stream.error is None:
-                self.signal.wait(0.1)
+                self.signal.wait(CANCEL_CHECK_S)
                 self._check(stream)  # a closing server's UNAVAILABLE wins over the call's cancellation
                 if cancelled():
                     raise Cancelled(f"The producer's stream into {stream.label} was cancelled before its acks.")
