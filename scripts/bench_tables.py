@@ -452,10 +452,16 @@ def floor_procs(tables: int, rounds: int, rows: int, procs: int) -> dict:
 
 
 def proc_status(pid: int) -> dict:
-    """Threads and RSS (MiB) of a process, from /proc/PID/status."""
+    """Threads and RSS (MiB) of a process, from /proc/PID/status; of the RSS, the anonymous pages
+    (heap, Python's arenas, stacks) and the file pages (the code of the libraries it ran)."""
     with open(f"/proc/{pid}/status") as f:
         fields = dict(line.split(":", 1) for line in f if ":" in line)
-    return {"threads": int(fields["Threads"]), "rss_mib": round(int(fields["VmRSS"].split()[0]) / 1024, 1)}
+
+    def mib(key: str) -> float:
+        return round(int(fields.get(key, "0 kB").split()[0]) / 1024, 1)
+
+    return {"threads": int(fields["Threads"]), "rss_mib": mib("VmRSS"), "rss_anon_mib": mib("RssAnon"),
+            "rss_file_mib": mib("RssFile")}
 
 
 def children_rss_mib(pid: int) -> float:
