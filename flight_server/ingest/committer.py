@@ -594,7 +594,7 @@ class TableCommitter:
         messages, and the error of a write or prepare that failed. The writers stay paused until
         `_unseal`."""
         self._flush_to = self._order
-        self._lanes.kick()
+        self._lanes.kick(urgent=True)  # the step waits for these writes
         self.signal.wait_for(lambda: self._closed is not None or self._lanes.writing == 0 and (
             self._broken is not None or not self._queue or self._queue.first_order() > self._flush_to))
         self._flush_to, self._sealing = None, True

@@ -119,10 +119,11 @@ class WriterLanes:
         self.writing = 0  # lanes in the middle of a write
         self._asked, self._asked_job = 0, None  # the request to every lane: _prepare or _drop_writer
 
-    def kick(self) -> None:
-        """Every lane may have something to do (a chunk queued, a request, a close): its thread looks."""
+    def kick(self, urgent: bool = False) -> None:
+        """Every lane may have something to do (a chunk queued, a request, a close): its thread
+        looks; `urgent`: the commit step waits for it (writer_pool.py)."""
         for lane, served in zip(self.lanes, self._served, strict=True):
-            self.pool.kick(lane.slot, served)
+            self.pool.kick(lane.slot, served, urgent)
 
     def finished(self) -> bool:
         """(Holding the lock.) Every lane closed its writer after its committer closed."""
@@ -155,7 +156,7 @@ class WriterLanes:
         host = self.host
         self._asked += 1
         number, self._asked_job = self._asked, job
-        self.kick()
+        self.kick(urgent=True)
         host.signal.wait_for(lambda: host.closed() or all(lane.answered == number for lane in self.lanes))
         return not host.closed()
 
