@@ -6,7 +6,9 @@ pypaimon tables)."""
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import pytest
 
@@ -64,6 +66,34 @@ def test_a_stream_that_meets_its_committer_being_evicted_takes_the_next_one(ware
         client.close()
         server.stop()
 
+
+def test_nothing_holds_an_evicted_tables_committer(warehouse):
+    """Once evicted, a table's committer (its pypaimon table, writers, producer map) is garbage:
+    no pool, lane, job or callback of the server keeps it, so its memory is free for the next
+    tables (docs/benchmarks_ingest.md, "What the serving process keeps after the idle time")."""
+    server = RunningServer(warehouse, table_idle_ms=300, write_pool=2, commit_threads=2)
+    client = Client(server.uri, timeout=60)
+    try:
+        names = [f"db.t{i}" for i in range(3)]
+        for name in names:
+            client.create_table(name, SCHEMA, options=WRITE_ONLY)
+            send(client, name, "p", [0])
+        ingest = server.server.ingest
+        with ingest._lock:
+            committers = [weakref.ref(c) for c in ingest._committers.values()]
+        assert len(committers) == len(names)
+        wait_for(lambda: not client.stats().paimon_writes, "every idle table's committer to close", timeout=60)
+
+        def collected() -> bool:
+            gc.collect()
+            return all(ref() is None for ref in committers)
+
+        wait_for(collected, lambda: f"{sum(ref() is not None for ref in committers)} evicted committer(s) "
+                 f"to be garbage; held by {[type(r).__name__ for ref in committers if ref() is not None for r in gc.get_referrers(ref())]}",
+                 timeout=60)
+    finally:
+        client.close()
+        server.stop()
 
 def test_serve_takes_the_table_idle_timeout_in_paimons_duration_grammar():
     from flight_cli.parser import build_parser

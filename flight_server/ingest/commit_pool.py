@@ -124,3 +124,4 @@ class CommitPool:
                     self._state[job] = (_TIMED, generation)
                     heapq.heappush(self._timed, (time.monotonic() + delay, next(self._ties), generation, job))
                     self._cond.notify()  # a waiting worker's timeout may now be too long
+            del job  # not held while the thread waits: an evicted table's committer is garbage

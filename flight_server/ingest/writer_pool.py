@@ -67,6 +67,7 @@ class _Thread:
                 more = False
             if more:
                 self.kick(lane)
+            del lane  # not held while the thread waits: an evicted table's lanes (its committer) are garbage
 
 
 class WriterPool:
