@@ -123,7 +123,8 @@ def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which stops this
     sys.stdout = sys.stderr  # the server's stdout says where it listens: nothing else goes there
     catalog = worker_catalog(warehouse, options)
-    conn.send("ready")
+    if not _send(conn, "ready"):  # the server died while this started: nothing to answer
+        return
     while True:
         try:
             fn, args = conn.recv()
