@@ -141,6 +141,8 @@ def cmd_serve(args) -> int:
     processes = args.commit_processes
     if processes < 0:
         raise CliError(f"--commit-processes ({processes}) must be 0 (in the serving process) or more.")
+    if args.max_open_tables < 1:
+        raise CliError(f"--max-open-tables ({args.max_open_tables}) must be 1 or more.")
     if args.commit_interval_ms < 1 or args.commit_bytes < 1 or min(n or 1 for n in threads.values()) < 1:
         raise CliError(f"--commit-interval-ms ({args.commit_interval_ms}), --commit-bytes ({args.commit_bytes}), "
                        f"--write-threads ({args.write_threads}), --write-pool-threads ({args.write_pool_threads}) "
@@ -165,7 +167,7 @@ def cmd_serve(args) -> int:
                                     **{k: n for k, n in threads.items() if n is not None},
                                     commit_processes=processes,
                                     maintenance_interval_ms=args.maintenance_interval_ms,
-                                    table_idle_ms=args.table_idle_timeout,
+                                    table_idle_ms=args.table_idle_timeout, max_open_tables=args.max_open_tables,
                                     maintenance_workers=args.maintenance_workers,
                                     metrics_table_window_ms=args.metrics_table_window,
                                     metrics_max_tables=args.metrics_max_tables,

@@ -65,6 +65,10 @@ def add_serve_arguments(p) -> None:
                    help="durable writes: a table's committer (its writers and what they hold, its producer map) unused "
                         "this long is closed, so resources follow the active tables; its next stream opens a new "
                         "one, reading the producer map from the table (Paimon's durations: 30 s, 5 min)")
+    p.add_argument("--max-open-tables", type=int, default=256,
+                   help="durable writes: past this many tables' committers open, the least recently used of those "
+                        "with nothing in flight close without waiting for --table-idle-timeout (default 256): fewer "
+                        "open at once, less memory a burst of tables leaves behind")
     p.add_argument("--maintenance-interval-ms", type=int, default=1000,
                    help="compact and expire a Paimon table this server writes at most this often after its commits "
                         "(docs/protocol.md, \"Table maintenance\")")

@@ -26,6 +26,7 @@ from flight_server.ingest.ingest import (
     DEFAULT_COMMIT_BYTES,
     DEFAULT_COMMIT_INTERVAL_MS,
     DEFAULT_IDLE_S,
+    DEFAULT_MAX_OPEN_TABLES,
     DEFAULT_WRITE_THREADS,
     DEFAULT_WRITERS,
     Ingest,
@@ -149,7 +150,7 @@ class FlightPaimonServer(flight.FlightServerBase):
                  write_threads: int = DEFAULT_WRITERS, maintenance_interval_ms: int = 1000,
                  table_idle_ms: int = int(DEFAULT_IDLE_S * 1000), write_pool: int = DEFAULT_WRITE_THREADS,
                  commit_threads: int = COMMIT_THREADS, commit_processes: int = 0,
-                 maintenance_workers: int = 1, auth: AuthConfig | None = None, streams: StreamSlots | None = None,
+                 max_open_tables: int = DEFAULT_MAX_OPEN_TABLES, maintenance_workers: int = 1, auth: AuthConfig | None = None, streams: StreamSlots | None = None,
                  metrics_table_window_ms: int = int(DEFAULT_TABLE_WINDOW_S * 1000),
                  metrics_max_tables: int = DEFAULT_METRICS_MAX_TABLES,
                  budget: TableBudget | None = None, warehouse_options: dict[str, str] | None = None, **kwargs):
@@ -157,6 +158,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         pypaimon's catalog/filesystem options (an s3:// warehouse's keys);
         `maintenance_workers`: processes compactions rewrite files in (0: the maintenance thread);
         `table_idle_ms`: a table's durable-write committer (its writers) unused this long closes;
+        `max_open_tables`: past this many open, the least recently used idle committers close early;
         `write_pool`, `commit_threads`: the threads every table's durable writes and commits run on;
         `commit_processes`: the worker processes the commits' Paimon work runs in (0: this one);
         `auth`: principals and grants (None: every caller may do everything); `streams`: the
@@ -177,7 +179,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         self.paimon = PaimonSource(warehouse, warehouse_options)
         self.sources: dict[str, Source] = {names.PUSH: self.pushed, names.PAIMON: self.paimon}
         self.ingest = Ingest(self.paimon, commit_interval_ms, commit_bytes, self._committed, write_threads,
-                             table_idle_ms / 1000, write_pool, commit_threads, commit_processes)
+                             table_idle_ms / 1000, write_pool, commit_threads, commit_processes, max_open_tables)
         self.maintainer = Maintainer(self.paimon, maintenance_interval_ms / 1000, committers=self.ingest.open_committer,
                                      staged=self.ingest.staging.file_names,
                                      worker=RewriteWorker(warehouse, warehouse_options, maintenance_workers))

@@ -95,6 +95,37 @@ def test_nothing_holds_an_evicted_tables_committer(warehouse):
         client.close()
         server.stop()
 
+def test_past_max_open_tables_the_least_recently_used_idle_committers_close_early(warehouse):
+    """With --max-open-tables 3 and an idle timeout of an hour, 8 tables written one after another
+    leave 3 committers open (the most recently used), and an evicted table's producer resumes
+    exactly-once from the map its next committer reads back."""
+    server = RunningServer(warehouse, table_idle_ms=3_600_000, max_open_tables=3)
+    client = Client(server.uri, timeout=60)
+    try:
+        names = [f"db.t{i}" for i in range(8)]
+        for name in names:
+            client.create_table(name, SCHEMA, options=WRITE_ONLY)
+            send(client, name, "p", [0, 1])
+        wait_for(lambda: len(client.stats().paimon_writes) <= 3,
+                 lambda: f"at most 3 committers open (open: {sorted(client.stats().paimon_writes)})", timeout=60)
+        assert set(client.stats().paimon_writes) <= set(names[-4:]), "the most recently used stay open"
+        assert client.producer_state("db.t0", "p") == 1
+        acks = send(client, "db.t0", "p", [0, 1, 2])  # a resend of 0-1 into an evicted table, and one new batch
+        assert [a.seq for a in acks] == [0, 1, 2]
+        assert batches_in(client, "db.t0") == {0: 50, 1: 50, 2: 50}
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_serve_refuses_max_open_tables_below_one(tmp_path):
+    from tests.test_cli_serve import cli
+
+    out = cli("serve", "--port", "0", "--warehouse", str(tmp_path / "w"), "--max-open-tables", "0")
+    assert out.returncode == 2 and "--max-open-tables (0) must be 1 or more" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_serve_takes_the_table_idle_timeout_in_paimons_duration_grammar():
     from flight_cli.parser import build_parser
 

@@ -289,7 +289,7 @@ class TableCommitter:
             return
         self._exclusive(Chore(lambda: self._swap(table), exclusive=True))
 
-    def retire_if_idle(self, idle_s: float, now: float) -> bool:
+    def retire_if_idle(self, idle_s: float, now: float, why: str | None = None) -> bool:
         """Close the committer when nothing of it is in use and nothing happened for `idle_s`
         seconds: no open stream, nothing queued, written or committing, no chore waiting. Its
         lanes then close their writers; the table's next stream gets a new committer,
@@ -298,9 +298,16 @@ class TableCommitter:
             busy = self._streams or self._queue or self._written or self._inflight or self._chores
             if busy or self._closed is not None or now - self._last_active < idle_s:
                 return False
-            self._closed, self.evicted = f"its committer was idle over {idle_s:.0f} s and was closed", True
+            why = why or f"its committer was idle over {idle_s:.0f} s"
+            self._closed, self.evicted = f"{why} and it was closed", True
             self._notify_everyone()
             return True
+
+    @property
+    def last_active(self) -> float:
+        """When a stream last opened or queued a batch, or a commit ended (time.monotonic)."""
+        with self.signal:
+            return self._last_active
 
     def settled(self, producer: str, timeout: float) -> None:
         """Wait (at most `timeout` s) until no batch of the producer is written but not yet

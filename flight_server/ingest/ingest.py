@@ -42,6 +42,7 @@ Chunks = Iterator[tuple[pa.RecordBatch | None, pa.Buffer | None]]
 DEFAULT_COMMIT_INTERVAL_MS = 100
 DEFAULT_COMMIT_BYTES = 64 << 20
 DEFAULT_IDLE_S = 60.0  # a table's committer (its writers, its lanes' pins) is closed after this long unused
+DEFAULT_MAX_OPEN_TABLES = 256  # past this many open, the least recently used idle committers close early
 OPEN_ATTEMPTS = 3  # a stream that met its committer being evicted takes the table's next one
 EARLIER_COMMITTED = "the stream's earlier batches are committed and acked before this error"
 __all__ = ["COMMIT_THREADS", "DEFAULT_COMMIT_BYTES", "DEFAULT_COMMIT_INTERVAL_MS", "DEFAULT_IDLE_S",
@@ -55,15 +56,21 @@ class Ingest:
     def __init__(self, paimon: PaimonSource, commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS,
                  commit_bytes: int = DEFAULT_COMMIT_BYTES, on_commit=None, writers: int = DEFAULT_WRITERS,
                  idle_s: float = DEFAULT_IDLE_S, write_pool: int = DEFAULT_WRITE_THREADS,
-                 commit_threads: int = COMMIT_THREADS, commit_processes: int = 0):
+                 commit_threads: int = COMMIT_THREADS, commit_processes: int = 0,
+                 max_open: int = DEFAULT_MAX_OPEN_TABLES):
         """`writers`: the writer lanes of an append table with bucket -1 (others have one);
         `write_pool`: the threads every table's lanes are pinned to (at least `writers`, so one
         table's lanes write in parallel); `commit_threads`: the threads that run the tables' group
         commits (how many commit at once); `commit_processes`: the worker processes their Paimon
         work runs in (0: this process; ingest/commit_workers.py); `idle_s`: a table's committer
         unused this long is closed (its writers close; the table's next stream makes a new one,
-        which reads the producer map from the table)."""
-        self.paimon, self.idle_s = paimon, idle_s
+        which reads the producer map from the table); `max_open`: past this many tables' committers
+        open, the least recently used of those with nothing in flight close without waiting for
+        `idle_s` (what a committer held goes back to the allocators, which keep some of it: the
+        fewer open at once, the less a burst of tables leaves behind)."""
+        if max_open < 1:
+            raise ValueError(f"max_open must be at least 1, got {max_open}")
+        self.paimon, self.idle_s, self.max_open = paimon, idle_s, max_open
         self.interval_s, self.commit_bytes, self.writers = commit_interval_ms / 1000, commit_bytes, writers
         self._on_commit = on_commit
         self._lock = threading.Lock()
@@ -76,12 +83,16 @@ class Ingest:
         self._closed: str | None = None
         self.staging = Staging(paimon.table, self.committer)
         self._stop = threading.Event()
+        self._wake = threading.Event()  # more committers open than max_open: evict now
         self._janitor = threading.Thread(target=self._evict_loop, name="ingest-idle", daemon=True)
         self._janitor.start()
 
     def _evict_loop(self) -> None:
-        while not self._stop.wait(min(max(self.idle_s / 4, 0.05), 15.0)):
-            self.evict_idle()
+        while not self._stop.is_set():
+            self._wake.wait(min(max(self.idle_s / 4, 0.05), 15.0))
+            self._wake.clear()
+            if not self._stop.is_set():
+                self.evict_idle()
 
     def evict_idle(self, now: float | None = None) -> int:
         """Close the committers unused for `idle_s` (TableCommitter.retire_if_idle); returns how many."""
@@ -90,6 +101,15 @@ class Ingest:
             idle = [(n, c) for n, c in self._committers.items() if c.retire_if_idle(self.idle_s, now)]
             for name, _ in idle:
                 del self._committers[name]
+            over = len(self._committers) - self.max_open
+            if over > 0:  # the least recently used with nothing in flight go early
+                for name, c in sorted(self._committers.items(), key=lambda nc: nc[1].last_active):
+                    if over <= 0:
+                        break
+                    if c.retire_if_idle(0.0, now, f"over {self.max_open} tables' committers were open"):
+                        del self._committers[name]
+                        idle.append((name, c))
+                        over -= 1
         for _, c in idle:
             if not c.join(30.0):
                 log.warning("committer_not_stopped", table=c.name, reason="evicted while idle")
@@ -131,6 +151,8 @@ class Ingest:
                     break
                 if made is not None:
                     self._committers[name] = fresh = made
+                    if len(self._committers) > self.max_open:
+                        self._wake.set()  # the janitor closes the least recently used idle ones
                     stale, made = current, None
                     break
             # made outside the lock: it reads the table (its producer map)
@@ -174,6 +196,7 @@ class Ingest:
 
     def close(self, reason: str) -> None:
         self._stop.set()
+        self._wake.set()
         with self._lock:
             self._closed = reason
             committers = list(self._committers.values())
