@@ -155,40 +155,31 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class BareProcess:
-    """scripts/bare_ingest_server.py (the no-logic baseline) as a child process, over tables made
-    here with pypaimon; `commits()` asks it how many commits it made."""
+def bare_process(warehouse: str, names: list[str], procs: int, stderr):
+    """scripts/bare_ingest_server.py (the no-logic baseline) as a child process (a ServerProcess:
+    its first line is its URI), over tables made here with pypaimon."""
+    from bench_ingest import SCHEMA
+    from pypaimon import CatalogFactory
 
-    def __init__(self, warehouse: str, names: list[str], procs: int, stderr):
-        from bench_ingest import SCHEMA
-        from pypaimon import CatalogFactory
+    from flight_server.paimon import compat
+    from tests.process import ServerProcess
 
-        from flight_server.paimon import compat
-        from tests.process import child_env
+    catalog = CatalogFactory.create({"warehouse": warehouse})
+    for name in names:
+        compat.create_table(catalog, name, SCHEMA, None, None, {"bucket": "-1"})
+    return ServerProcess(warehouse, stderr=stderr, command=[
+        sys.executable, os.path.join(ROOT, "scripts", "bare_ingest_server.py"), warehouse, "--procs", str(procs)])
 
-        catalog = CatalogFactory.create({"warehouse": warehouse})
-        for name in names:
-            compat.create_table(catalog, name, SCHEMA, None, None, {"bucket": "-1"})
-        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "bare_ingest_server.py"),
-                                      warehouse, "--procs", str(procs)], stdout=subprocess.PIPE, stderr=stderr,
-                                     text=True, env=child_env(), cwd=ROOT)
-        self.uri = self.proc.stdout.readline().strip()
-        if not self.uri.startswith("grpc://"):
-            self.proc.kill()
-            raise RuntimeError(f"the bare server did not start: {self.uri!r}")
 
-    def commits(self) -> int:
-        import pyarrow.flight as flight
+def bare_commits(uri: str) -> int:
+    """How many commits the no-logic baseline made (its `commits` action)."""
+    import pyarrow.flight as flight
 
-        client = flight.FlightClient(self.uri)
-        try:
-            return int(next(iter(client.do_action(flight.Action("commits", b"")))).body.to_pybytes())
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
+    client = flight.FlightClient(uri)
+    try:
+        return int(next(iter(client.do_action(flight.Action("commits", b"")))).body.to_pybytes())
+    finally:
+        client.close()
 
 
 def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_args: tuple[str, ...] = (),
@@ -205,8 +196,10 @@ def run(tables: int, rate: float, rows: int, seconds: float, procs: int, server_
         names = [f"bench.t{i:04d}" for i in range(tables)]
         client = None
         if bare_procs is not None:
-            server = BareProcess(warehouse, names, bare_procs, log)
-            commits_now = server.commits
+            server = bare_process(warehouse, names, bare_procs, log)
+
+            def commits_now() -> int:
+                return bare_commits(server.uri)
         else:
             server = ServerProcess(warehouse, *server_args, log_level="warning", stderr=log)
             client = Client(server.uri, timeout=120)
