@@ -371,6 +371,28 @@ def test_partition_with_k_writers_ends_after_k_clean_streams(client):
     assert sorted(all_ids(drain(client, "t"))) == list(range(30))
 
 
+def test_a_named_producers_error_after_the_partitions_clean_end_is_refused_and_the_end_stays(client):
+    """A df.write's task killed after the job before it ended the table sends only its error (it
+    never wrote a batch): the partition keeps its clean end and the task is told it is closed."""
+    client.register("t", SCHEMA, capacity=8)
+    with client.sink("t") as sink:
+        sink.write(make_batch(0, 10))
+    assert partition_stats(client, "t").state == "eof"
+    command = {"push": "t", "partition": 0, "producer": "spark-late-1"}
+    writer, acks = client.flight.do_put(flight.FlightDescriptor.for_command(json.dumps(command)), SCHEMA,
+                                        options=client.options(10))
+    with pytest.raises(flight.FlightError, match="is closed"):
+        try:
+            writer.write_metadata(b'{"error": "Spark task failed: TaskKilled"}')
+            writer.done_writing()
+            while acks.read() is not None:
+                pass
+        finally:
+            writer.close()
+    assert partition_stats(client, "t").state == "eof"
+    assert all_ids(drain(client, "t")) == list(range(10))
+
+
 def test_producer_may_connect_after_the_consumer(client):
     client.register("t", SCHEMA)
     result = []

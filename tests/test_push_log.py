@@ -161,6 +161,27 @@ def test_partition_with_k_writers_ends_after_k_clean_closes():
         log.attach_writer()
 
 
+def test_a_named_producers_failure_after_the_clean_end_is_refused_and_the_end_stays():
+    log = PartitionLog("t p0", capacity=8)
+    log.attach_writer()
+    log.append(batch(1))
+    assert log.writer_done()
+    with pytest.raises(WrongState, match="closed"):
+        log.check_open()
+    with pytest.raises(WrongState, match="closed"):
+        log.producer_failed("a late Spark task was killed")
+    assert log.stats().state == "eof"
+    assert ids(log.drain()) == [1]
+
+
+def test_a_named_producers_failure_fails_an_open_partition():
+    log = PartitionLog("t p0", capacity=8)
+    log.append(batch(1), producer=("spark-1", 0))
+    log.producer_failed("task 3 ran out of memory")
+    with pytest.raises(PartitionFailed, match="task 3 ran out of memory"):
+        list(log.drain())
+
+
 def test_writer_slots_refuse_an_extra_stream_before_it_appends():
     log = PartitionLog("t p0", capacity=8, writers=2)
     log.attach_writer()

@@ -199,6 +199,20 @@ class PartitionLog:
         with self._cond:
             self._fail_locked(message, error_cls)
 
+    def producer_failed(self, message: str) -> None:
+        """A named producer says it failed: fail the partition if it has not ended. One at EOF ended
+        cleanly before this producer spoke and keeps its end; the producer is refused as a batch
+        would be (a late task of a job into a partition the job before it ended)."""
+        with self._cond:
+            if self._state == EOF:
+                self._raise_unless_open()
+            self._fail_locked(message)
+
+    def check_open(self) -> None:
+        """Refuse a stream into a partition that has ended, before it reads a message."""
+        with self._cond:
+            self._raise_unless_open()
+
     def _fail_locked(self, message: str, error_cls: type[Exception] = PartitionFailed) -> None:
         if self._state == FAILED:
             return

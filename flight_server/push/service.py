@@ -177,6 +177,7 @@ def _pump_named(part: PartitionLog, producer: str, chunks: Chunks, on_append, ca
     partition open for the retry (nothing half-written can be mistaken for an end). An in-band
     `{"error"}` still fails the partition: the producer says so deliberately.
     """
+    part.check_open()
     received = appended = 0
     try:
         for event in producer_stream.read(chunks, named=True):
@@ -188,7 +189,7 @@ def _pump_named(part: PartitionLog, producer: str, chunks: Chunks, on_append, ca
             elif isinstance(event, producer_stream.Idle):
                 part.touch()
             elif isinstance(event, producer_stream.ProducerFailed):
-                part.fail(f"producer {producer!r} failed: {event.error}")
+                part.producer_failed(f"producer {producer!r} failed: {event.error}")
                 fields["producer_error"] = event.error
                 return
     except producer_stream.StreamBroken as e:
