@@ -12,11 +12,18 @@ from hypothesis import settings
 
 from flight_server.server import FlightPaimonServer
 from producers import Client
+from tests import spark_jvm
 from tests.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
 
 # Properties are checked by examples, not by their speed: no per-example deadline on a loaded machine.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+# Every Spark driver of the run (the session below, and the drivers tests start as child
+# processes, which inherit it) starts on C1 and the class archive: most of a driver's CPU is its start.
+# Options already in SPARK_SUBMIT_OPTS come last, so they win (the JVM takes an option's last value).
+os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [spark_jvm.submit_opts(),
+                                                         os.environ.get("SPARK_SUBMIT_OPTS")]))
 
 
 def wait_for(condition, what, timeout: float = 10):
