@@ -6,6 +6,8 @@ same port over the same warehouse:
   server is back, within their --reconnect-timeout, and resume where they were: every row printed);
 - 8 push-table producers and their 8 draining consumers (push tables are memory: their consumers
   must get an error, never a clean end short).
+CI's short run opens 3 of each (15 streams, 12 processes besides the server: each process is ~1-2 s
+of CPU to start on 2 cores).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from producers.examples.counter import SCHEMA as PUSH_SCHEMA
 from producers.examples.events import SCHEMA as EVENTS_SCHEMA
 
 NAMED, FOLLOWS, PUSHES = 6, 6, 8
+SHORT = 3  # of each kind in CI's short run
 DURABLE_BATCHES, PUSH_BATCHES = 40, 400
 
 
@@ -57,6 +60,7 @@ def _check_printed(tails: list[Tail]) -> None:
 
 
 def _server_dies(ctx: Context, sig: int) -> Run:
+    named_n, follows_n, pushes_n = (SHORT, SHORT, SHORT) if ctx.short else (NAMED, FOLLOWS, PUSHES)
     port = ctx.free_port()
     server = ctx.own_server("--shutdown-timeout", "2", port=port)
     uri = server.uri
@@ -64,18 +68,18 @@ def _server_dies(ctx: Context, sig: int) -> Run:
     table = f"db.t{uuid.uuid4().hex[:8]}"
     client.create_table(table, EVENTS_SCHEMA)
     named = [ctx.python("-m", "chaos.producer", uri, f"paimon:{table}", "--producer", f"p{i}", "--batches",
-                        str(DURABLE_BATCHES), "--rows", str(DURABLE_ROWS), "--rate", "10") for i in range(NAMED)]
-    printed: list[collections.Counter] = [collections.Counter() for _ in range(FOLLOWS)]
-    tails = [Tail(ctx, uri, table, f"c{i}", printed[i]) for i in range(FOLLOWS)]
+                        str(DURABLE_BATCHES), "--rows", str(DURABLE_ROWS), "--rate", "10") for i in range(named_n)]
+    printed: list[collections.Counter] = [collections.Counter() for _ in range(follows_n)]
+    tails = [Tail(ctx, uri, table, f"c{i}", printed[i]) for i in range(follows_n)]
     pushes = []
-    for i in range(PUSHES):
+    for i in range(pushes_n):
         name = f"push{i}"
         client.register(name, PUSH_SCHEMA, capacity=8)
         pushes.append((ctx.python("-m", "chaos.producer", uri, f"push:{name}", "--batches", str(PUSH_BATCHES),
                                   "--rows", str(PUSH_ROWS), "--rate", "50"),
                        ctx.python("-m", "chaos.consumer", uri, name)))
     client.close()
-    # Every stream is open and moving (28 processes take a few seconds to start on 2 cores) ...
+    # Every stream is open and moving (their processes take seconds to start on 2 cores) ...
     for proc in named + [p for p, _ in pushes]:
         ctx.started(proc, "a producer")
     for _, consumer in pushes:
@@ -98,14 +102,14 @@ def _server_dies(ctx: Context, sig: int) -> Run:
     for i, proc in enumerate(named):
         if ctx.exited(proc, f"named producer p{i} after the restart", timeout=60) != 0:
             raise wrong_error(f"named producer p{i} failed after the restart: {proc.stderr.read().strip().splitlines()[-1][-400:]}")
-    held, lost, duplicated = named_batches_held(ctx.warehouse(), table, NAMED, DURABLE_BATCHES, DURABLE_ROWS)
+    held, lost, duplicated = named_batches_held(ctx.warehouse(), table, named_n, DURABLE_BATCHES, DURABLE_ROWS)
     every = {s * 1_000_000 + r for s in range(DURABLE_BATCHES) for r in range(DURABLE_ROWS)}  # ids of each producer
-    expected = collections.Counter({i: NAMED for i in every})
-    ctx.wait_for(lambda: all(len(p) == len(every) and all(p[i] >= NAMED for i in every) for p in printed),
+    expected = collections.Counter({i: named_n for i in every})
+    ctx.wait_for(lambda: all(len(p) == len(every) and all(p[i] >= named_n for i in every) for p in printed),
                  "the follows to print every row", timeout=60)
     _check_printed(tails)
     missed = sum(1 for p in printed for i in every if p[i] < expected[i])
-    redelivered = sum(n - NAMED for p in printed for n in p.values() if n > NAMED)
+    redelivered = sum(n - named_n for p in printed for n in p.values() if n > named_n)
     return Run(detail=f"{len(held)} batches held; follows redelivered {redelivered} rows",
                lost=lost + missed, duplicated=duplicated, redelivered=redelivered)
 
