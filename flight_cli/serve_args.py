@@ -58,9 +58,10 @@ def add_serve_arguments(p) -> None:
                    help="durable writes: the threads that run every table's group commits, in the order the "
                         "tables' commits fell due: how many tables commit at once (default 4)")
     p.add_argument("--commit-processes", type=int, default=0,
-                   help="durable writes: worker processes the group commits' Paimon work (manifests, snapshots) "
-                        "runs in, off the serving interpreter (default 0: in the serving process; on 2 cores the "
-                        "workers measured no gain, docs/benchmarks_ingest.md)")
+                   help="durable writes: worker processes every table's Parquet writes and Paimon commits "
+                        "(manifests, snapshots) run in, off the serving interpreter, which keeps the exactly-once "
+                        "check (default 0: in the serving process; for machines with more cores than 2, where "
+                        "the serving process's share of a commit caps it: docs/benchmarks_ingest.md)")
     p.add_argument("--table-idle-timeout", type=a.duration_ms, default="1 min",
                    help="durable writes: a table's committer (its writers and what they hold, its producer map) unused "
                         "this long is closed, so resources follow the active tables; its next stream opens a new "

@@ -160,7 +160,7 @@ class FlightPaimonServer(flight.FlightServerBase):
         `table_idle_ms`: a table's durable-write committer (its writers) unused this long closes;
         `max_open_tables`: past this many open, the least recently used idle committers close early;
         `write_pool`, `commit_threads`: the threads every table's durable writes and commits run on;
-        `commit_processes`: the worker processes the commits' Paimon work runs in (0: this one);
+        `commit_processes`: the worker processes the tables' writes and commits run in (0: this one);
         `auth`: principals and grants (None: every caller may do everything); `streams`: the
         --max-streams bound; `budget`: --max-memory and the bounds on tables and partitions.
         `metrics_table_window_ms`, `metrics_max_tables`: the tables /metrics has per-table series of.

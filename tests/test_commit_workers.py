@@ -1,17 +1,23 @@
-"""Group commits whose Paimon work runs in worker processes (`serve --commit-processes`,
+"""A table's writes and group commits in worker processes (`serve --commit-processes`,
 ingest/commit_workers.py): the exactly-once rules of a shared table hold as in one process (the
-check runs in the server, before each attempt the worker makes), and a worker killed mid-stream
-loses and doubles nothing (real servers on loopback ports, real pypaimon tables, real processes
-killed)."""
+check runs in the server, before each attempt the worker makes), a table altered by another tool
+is written with the schema its batches were conformed to, and a worker killed mid-stream loses
+and doubles nothing, whether it held written rows or was committing (real servers on loopback
+ports, real pypaimon tables, real processes killed)."""
 
 from __future__ import annotations
 
 import os
 import signal
 
+import pyarrow as pa
+import pyarrow.flight as flight
 import pytest
 
+from flight_server.wire import messages
+from flight_server.wire.errors import from_flight
 from producers import Client
+from tests import test_schema_evolution as evolution
 from tests import test_shared_tables as shared
 from tests.conftest import RunningServer, wait_for
 from tests.test_ingest import SCHEMA
@@ -34,6 +40,49 @@ test_a_drop_and_create_through_another_server_fails_the_open_stream_and_writes_n
     shared.test_a_drop_and_create_through_another_server_fails_the_open_stream_and_writes_nothing_new
 test_a_rollback_by_another_tool_is_seen_by_the_running_server = \
     shared.test_a_rollback_by_another_tool_is_seen_by_the_running_server
+# The worker's writers write the schema the server conformed the batches to, across an ALTER.
+test_a_stream_opened_before_an_alter_goes_on_and_its_rows_read_with_the_new_schema = \
+    evolution.test_a_stream_opened_before_an_alter_goes_on_and_its_rows_read_with_the_new_schema
+test_a_column_another_tool_added_is_written_by_the_next_stream_without_a_restart = \
+    evolution.test_a_column_another_tool_added_is_written_by_the_next_stream_without_a_restart
+
+
+def test_rows_a_killed_worker_held_written_are_never_acked_and_land_once_when_resent(warehouse):
+    """The writes run in the worker: rows it wrote but did not commit die with it. The next write
+    after the kill fails the stream (commit_raced: the producer resumes), the table holds none of
+    its batches, and the resend lands each batch once."""
+    server = RunningServer(warehouse, commit_interval_ms=60_000, commit_bytes=16 << 20)  # 2 MiB chunks
+    client = Client(server.uri, timeout=60)
+    workers = server.server.ingest.commit_workers
+    try:
+        client.create_table("db.t", SCHEMA, options=shared.WRITE_ONLY)
+        shared.send(client, "db.t", "other", [100])  # the first commit after a quiet spell: the minute now runs
+        stream = shared.OpenStream(client, "db.t", "p")
+
+        def send_big(seq):
+            stream.writer.write_with_metadata(shared.big(seq), pa.py_buffer(messages.batch_seq(seq)))
+            stream.sent += 1
+
+        send_big(0), send_big(1)
+        wait_for(lambda: client.stats(table="db.t").paimon_writes["db.t"].written_batches == 2,
+                 lambda: f"the worker to write 2 batches: {client.stats(table='db.t').paimon_writes['db.t']}")
+        (pid,) = workers.pids()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: pid not in workers.pids(), "the server to see its worker gone")
+        send_big(2), send_big(3)  # a chunk's worth: written at once, into the writer the kill took
+        with pytest.raises(flight.FlightError) as failed:
+            stream.end()
+        error = from_flight(failed.value)
+        assert error.code == "commit_raced" and "restarted" in str(error), str(error)
+        assert client.producer_state("db.t", "p") is None, "nothing of the stream was committed"
+        client.close(), server.stop()
+        server = RunningServer(warehouse)  # commits every 100 ms: the resend is not held for a minute
+        client = Client(server.uri, timeout=60)
+        assert [a.seq for a in shared.send(client, "db.t", "p", [0, 1, 2, 3])] == [0, 1, 2, 3]
+        assert shared.batches_in(client, "db.t") == {100: 50, 0: 50, 1: 50, 2: 50, 3: 50}
+    finally:
+        client.close()
+        server.stop()
 
 
 def test_commits_run_in_the_worker_and_a_killed_worker_loses_and_doubles_nothing(warehouse):

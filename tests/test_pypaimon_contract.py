@@ -62,6 +62,8 @@ PRIVATE_ATTRIBUTES = {"_prefetch_executor", "_file_io", "_buffer", "_native_writ
 # position, the ones it passes by name). Read from pypaimon 2.1.0.
 SIGNATURES = {
     ("pypaimon.write.write_builder", "WriteBuilder._with_commit_user"): (["self", "commit_user"], []),
+    ("pypaimon.table.file_store_table", "FileStoreTable.__init__"):
+        (["self", "file_io", "identifier", "table_path", "table_schema", "catalog_environment"], []),
     ("pypaimon.write.file_store_commit", "FileStoreCommit._try_commit"):
         (["self"], ["commit_kind", "commit_identifier", "commit_entries_plan", "detect_conflicts"]),
     ("pypaimon.write.file_store_commit", "FileStoreCommit._collect_manifest_entries"): (["self", "commit_messages"], []),
@@ -591,6 +593,37 @@ def test_a_native_writer_numbers_on_from_its_restore_and_compats_writers_follow_
             write.close()
             commit.close()
         assert names()[0] == f"{expected}0", f"with {'compat' if expected == 'c' else 'the native writer alone'}"
+
+
+def test_a_table_at_its_older_schema_writes_that_schema_as_the_given_commit_user(wh):
+    """What a commit worker writes with (compat.table_at_schema, compat.stream_write_builder): the
+    batches of schema 0, after another tool added a column, land as the serving process's commit
+    user and read with the new column null."""
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+
+    name = wh.create("old", buckets=-1)
+    wh.catalog.alter_table(name, [SchemaChange.add_column("extra", AtomicType("STRING"))])
+    latest = wh.catalog.get_table(name)
+    assert compat.table_at_schema(latest, 1) is latest
+    old = compat.table_at_schema(latest, 0)
+    assert compat.columns_of(old) == compat.columns_at(latest, 0) != compat.columns_of(latest)
+    write = compat.stream_write_builder(compat.native_write_table(old), "user-1").new_write()
+    try:
+        write.write_arrow(rows(0, 3))
+        messages = write.prepare_commit(1)
+    finally:
+        write.close()
+    group = compat.GroupCommit(compat.native_write_table(latest), "user-1", lambda latest, properties: None)
+    try:
+        assert group.commit(messages, 1, {}) == 1
+    finally:
+        group.close()
+    assert latest.snapshot_manager().get_latest_snapshot().commit_user == "user-1"
+    got = wh.read(name)
+    assert got.column("id").to_pylist() == [0, 1, 2] and got.column("extra").to_pylist() == [None] * 3
+    with pytest.raises(LookupError, match="no schema 5"):
+        compat.table_at_schema(latest, 5)
 
 
 def test_the_native_writer_leaves_out_the_key_columns_and_compats_writers_add_them(wh):

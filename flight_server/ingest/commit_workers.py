@@ -1,12 +1,24 @@
-"""Group commits' Paimon work in worker processes (`--commit-processes`; 0, the default: in the
-serving process), so that a server's commits can use more than one core.
+"""A table's Paimon writes and commits in worker processes (`--commit-processes`; 0, the default:
+in the serving process), so that a server's ingest can use more than one core.
 
-A pypaimon commit is milliseconds of Python (manifests in Avro, the manifest list, the snapshot),
-so one interpreter caps a server's commits a second however many cores it has (what the workers
-gained: docs/benchmarks_ingest.md, "Many tables on one server"). Here a table's commits run in
-one of `processes` worker processes (a table stays on one, which keeps its commit object and the
-manifests it wrote last); the serving process keeps everything that decides what is committed.
-A commit is one conversation on the worker's pipe:
+A pypaimon commit is milliseconds of Python (manifests in Avro, the manifest list, the snapshot)
+and a writer's prepare holds the interpreter too, so one interpreter caps a server's commits a
+second however many cores it has (what the workers gained: docs/benchmarks_ingest.md, "Many
+tables on one server"). Here a table's writers and commits live in one of `processes` worker
+processes (a table stays on one, which keeps its writers, its commit object and the manifests it
+wrote last); the serving process keeps everything that decides what is committed. Its writer
+lanes hold a `RemoteWriter` each: a write sends the Arrow batch (pickled: its buffers) and waits
+until the worker's writer took it; a prepare returns the worker's commit messages; a close
+closes it there. Each is one request and its answer:
+
+    server -> worker   ("write", WriterSpec, id, batch) | ("prepare", WriterSpec, id, identifier)
+                       | ("close", WriterSpec, id)
+    worker -> server   ("ok", result) | ("failed", error)
+
+A writer the worker does not hold (the worker was restarted: it died or idled) is made anew at a
+write when nothing was written to it since its last prepare, and is an error otherwise (the rows
+written to it are gone with the process): the group fails, as after any failed write. A commit is
+one conversation on the worker's pipe:
 
     server -> worker   ("commit", CommitRequest)     the files, the identifier, the properties
     worker -> server   ("check", latest, properties)  before each attempt (compat.guard_commits)
@@ -50,6 +62,16 @@ class WorkerFailed(Exception):
     def __init__(self, kind: str, message: str, errno: int | None):
         super().__init__(message or kind)
         self.kind, self.errno = kind, errno
+
+
+@dataclass(frozen=True)
+class WriterSpec:
+    """What a worker makes a table's writer of: the table, the schema its batches were conformed
+    to, and the commit user of the serving process's builder (its snapshots' name)."""
+
+    table: str
+    schema_id: int
+    commit_user: str
 
 
 @dataclass(frozen=True)
@@ -97,7 +119,7 @@ class CommitWorkers:
 class _Worker:
     def __init__(self, index: int, warehouse: str | None, options: dict[str, str]):
         self.index, self._warehouse, self._options = index, warehouse, options
-        self._lock = threading.Lock()  # one commit at a time on its pipe
+        self._lock = threading.Lock()  # one request or commit at a time on its pipe
         self._proc = self._conn = None
         self._closed = False
         self.started = 0
@@ -107,6 +129,34 @@ class _Worker:
     def pid(self) -> int | None:
         proc = self._proc
         return proc.pid if proc is not None and proc.is_alive() else None
+
+    def call(self, request: tuple, expect: int | None = None, start: bool = True):
+        """One request and its answer (a writer's write, prepare or close) and the worker start
+        that answered it. `expect`: the start the request's writer is in; when another is running
+        (the worker died or idled since), WorkerDied is raised before anything is sent, or with
+        `start` False nothing is done. Raises WorkerFailed with the worker's error, or WorkerDied."""
+        table = request[1].table
+        with self._lock:
+            if self._closed:
+                raise Unavailable("The server is stopping: no write is started.")
+            if not start and (self.pid is None or self.started != expect):
+                return None, None
+            self._last_used = time.monotonic()
+            self._start()
+            if expect is not None and self.started != expect:
+                raise WorkerDied(f"the commit worker process of {table!r} was restarted: the rows written to its "
+                                 "writer since the last commit are gone")
+            try:
+                self._conn.send(request)
+                message = self._receive(table)
+            except (EOFError, OSError) as e:
+                code = self._proc.exitcode if self._proc is not None else None
+                self._stop()
+                raise WorkerDied(f"the commit worker process ended (exit code {code}) while it wrote into "
+                                 f"{table!r}: what it was writing is gone") from e
+            if message[0] == "failed":
+                raise WorkerFailed(*message[1])
+            return message[1], self.started
 
     def commit(self, request: CommitRequest, check) -> int | None:
         """Commit in the worker, running `check(latest, properties)` here before each attempt;
@@ -155,7 +205,7 @@ class _Worker:
 
     def stop_if_idle(self, idle_s: float, now: float) -> bool:
         if not self._lock.acquire(blocking=False):
-            return False  # committing now
+            return False  # writing or committing now
         try:
             if self._proc is None or now - self._last_used < idle_s:
                 return False
@@ -184,8 +234,76 @@ class _Worker:
         processes.stop(proc, conn)
 
 
+class RemoteWriter:
+    """A table's writer in its commit worker (the writer a lane holds when commits run in
+    workers): the methods of pypaimon's writer the lanes call, each a request to the worker."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, worker: _Worker, spec: WriterSpec):
+        self.worker, self.spec = worker, spec
+        self.id = next(self._ids)
+        self._incarnation: int | None = None  # the worker start that holds its writer
+        self._dirty = False  # written since its last prepare: its writer must still be there
+
+    def write_arrow_batch(self, batch) -> float:
+        """Returns the CPU seconds the write took in the worker (the lane counts them as its own)."""
+        cpu_s, self._incarnation = self.worker.call(("write", self.spec, self.id, batch),
+                                                    expect=self._incarnation if self._dirty else None)
+        self._dirty = True
+        return cpu_s
+
+    def prepare_commit(self, identifier: int) -> list:
+        messages, _ = self.worker.call(("prepare", self.spec, self.id, identifier), expect=self._incarnation)
+        self._dirty = False
+        return messages
+
+    def close(self) -> None:
+        if self._incarnation is not None:  # else it never wrote: the worker holds nothing of it
+            self.worker.call(("close", self.spec, self.id), expect=self._incarnation, start=False)
+        self._incarnation = None
+
+
 class _Refused(Exception):
     """The server's check refused the attempt."""
+
+
+class _Writers:
+    """(In the worker.) The tables' writers the serving process's RemoteWriters stand for."""
+
+    def __init__(self, catalog):
+        self.catalog = catalog
+        self.writers: dict[int, object] = {}
+
+    def write(self, spec: WriterSpec, writer_id: int, batch) -> float:
+        """Write `batch` with the writer; returns the CPU seconds it took."""
+        from flight_server.paimon import compat
+
+        cpu0 = time.thread_time()
+
+        writer = self.writers.get(writer_id)
+        if writer is None:
+            table = compat.table_at_schema(self.catalog.get_table(spec.table), spec.schema_id)
+            writer = compat.stream_write_builder(compat.native_write_table(table), spec.commit_user).new_write()
+            self.writers[writer_id] = writer
+        try:
+            writer.write_arrow_batch(batch)
+        except BaseException:
+            self.close(writer_id, spec.table)  # its state is unknown; the serving process drops it too
+            raise
+        return time.thread_time() - cpu0
+
+    def prepare(self, spec: WriterSpec, writer_id: int, identifier: int) -> list:
+        writer = self.writers.get(writer_id)
+        if writer is None:
+            raise LookupError(f"the commit worker holds no writer {writer_id} of {spec.table!r}: what was written "
+                              "to it is gone")
+        return writer.prepare_commit(identifier)
+
+    def close(self, writer_id: int, table: str) -> None:
+        from flight_server.ingest.lanes import close_quietly
+
+        close_quietly(self.writers.pop(writer_id, None), table)
 
 
 def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
@@ -210,13 +328,29 @@ def _serve(conn, warehouse: str, options: dict[str, str]) -> None:
         properties.clear()
         properties.update(answer[1])
 
+    writers = _Writers(catalog)
     conn.send("ready")
     served = 0
     while True:
         try:
-            _, request = conn.recv()
+            kind, request, *args = conn.recv()
         except EOFError:
             return
+        if kind != "commit":
+            try:
+                if kind == "write":
+                    answer = ("ok", writers.write(request, *args))
+                elif kind == "prepare":
+                    answer = ("ok", writers.prepare(request, *args))
+                else:
+                    answer = ("ok", writers.close(args[0], request.table))
+            except BaseException as e:  # noqa: BLE001 - pyo3's PanicException too: the lane fails the group with it
+                answer = ("failed", (type(e).__name__, str(e), getattr(e, "errno", None)))
+            try:
+                conn.send(answer)
+            except (BrokenPipeError, EOFError):
+                return
+            continue
         try:
             key, group = commits.pop(request.table, (None, None))
             if key != request.key:

@@ -61,8 +61,8 @@ class Ingest:
         """`writers`: the writer lanes of an append table with bucket -1 (others have one);
         `write_pool`: the threads every table's lanes are pinned to (at least `writers`, so one
         table's lanes write in parallel); `commit_threads`: the threads that run the tables' group
-        commits (how many commit at once); `commit_processes`: the worker processes their Paimon
-        work runs in (0: this process; ingest/commit_workers.py); `idle_s`: a table's committer
+        commits (how many commit at once); `commit_processes`: the worker processes their writes
+        and Paimon commits run in (0: this process; ingest/commit_workers.py); `idle_s`: a table's committer
         unused this long is closed (its writers close; the table's next stream makes a new one,
         which reads the producer map from the table); `max_open`: past this many tables' committers
         open, the least recently used of those with nothing in flight close without waiting for

@@ -201,17 +201,18 @@ class WriterLanes:
         batches = [p.batch for p in chunk if p.rows]
         for p in chunk:
             p.batch = None  # the writer has it now: our reference need not pin it
-        error = None
+        error, elsewhere = None, None
         cpu0 = time.thread_time()
         try:
             if batches:
                 if lane.writer is None:
                     lane.writer = self.host.new_writer()
-                lane.writer.write_arrow_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
+                # pypaimon's writer returns None; a RemoteWriter the CPU seconds its worker spent
+                elsewhere = lane.writer.write_arrow_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
         except BaseException as e:  # noqa: BLE001 - pyo3's PanicException too; the commit step fails the streams
             error = e
         with self.host.signal:
-            lane.cpu_s += time.thread_time() - cpu0
+            lane.cpu_s += time.thread_time() - cpu0 + (elsewhere or 0.0)
             lane.dirty = lane.dirty or bool(batches)
             self.writing -= 1
             self.host.wrote(chunk, error)

@@ -4,8 +4,8 @@ Group commits (ingest/committer.py) and staged jobs' commits (ingest/staging.py,
 committer's exclusive chores) both land through `Publisher.commit`, run by the committer's step
 on a commit pool thread, one step at a time. The publisher owns what a commit needs: the table as
 written (its schema version and identity), the writers' builder (whose commit user names this
-server's snapshots), the commit object (`compat.GroupCommit`, here or in a commit worker
-process), the commit identifiers, and the producer map (`ProducerSeqs`) that each commit's
+server's snapshots; its writers are made here or, with commit workers, in the table's worker
+process), the commit object (`compat.GroupCommit`, here or in that worker), the commit identifiers, and the producer map (`ProducerSeqs`) that each commit's
 snapshot carries and that its exactly-once check (`_guard`) reads.
 """
 
@@ -15,7 +15,12 @@ import threading
 
 import structlog
 
-from flight_server.ingest.commit_workers import CommitRequest, CommitWorkers
+from flight_server.ingest.commit_workers import (
+    CommitRequest,
+    CommitWorkers,
+    RemoteWriter,
+    WriterSpec,
+)
 from flight_server.ingest.lanes import close_quietly
 from flight_server.ingest.seqs import ProducerSeqs
 from flight_server.paimon import compat
@@ -46,8 +51,12 @@ class Publisher:
     # -- writers (any thread) ----------------------------------------------------------------
 
     def new_writer(self):
-        """A new pypaimon writer of the table (its commit user is this publisher's)."""
-        return self._builder_now().new_write()
+        """A new pypaimon writer of the table (its commit user is this publisher's): in the table's
+        commit worker process when it has one (a `RemoteWriter`), else here."""
+        builder = self._builder_now()
+        if self._worker is not None:
+            return RemoteWriter(self._worker, WriterSpec(self.name, self.columns.schema_id, builder.commit_user))
+        return builder.new_write()
 
     def drop_builder(self) -> None:
         """Writers are made anew from a new builder (after a failure dropped them)."""

@@ -62,6 +62,7 @@ from flight_server.paimon.compat.catalog import (
     refuses_retractions,
     row_kind_field,
     shares_buckets,
+    stream_write_builder,
     unservable,
 )
 from flight_server.paimon.compat.columns import (
@@ -70,6 +71,7 @@ from flight_server.paimon.compat.columns import (
     columns_of,
     newer_schema,
     retyped,
+    table_at_schema,
 )
 from flight_server.paimon.compat.commit import (
     COMPACT_SOURCE,
@@ -159,11 +161,11 @@ __all__ = [
     # errors
     "Outcome", "classify",
     # columns by schema version
-    "Columns", "columns_at", "columns_of", "newer_schema", "retyped", "known_options", "misspelt_option",
+    "Columns", "columns_at", "columns_of", "newer_schema", "retyped", "table_at_schema", "known_options", "misspelt_option",
     # catalog
     "ALREADY_EXISTS", "COMPACTION_CHANGELOG", "NOT_FOUND_ERRORS", "arrow_schema", "catalog_options",
     "compaction_changelog_producer", "create_catalog", "create_table", "drop_table", "fixed_buckets", "list_tables",
-    "native_write_table", "refuses_retractions", "row_kind_field", "shares_buckets", "unservable",
+    "native_write_table", "refuses_retractions", "row_kind_field", "shares_buckets", "stream_write_builder", "unservable",
     # the table's files by path
     "PRODUCER_RECORDS", "TableFiles", "list_names", "orphan_candidate_dir", "table_identity", "write_whole",
     # snapshots, tags, consumers

@@ -293,6 +293,19 @@ def native_write_table(table):
     return native
 
 
+def stream_write_builder(table, commit_user: str | None = None):
+    """A stream write builder of `table` (a `native_write_table`), whose commit user is
+    `commit_user` when given: a commit worker's writers are of the serving process's builder,
+    whose commit user names the server's snapshots.
+
+    Read from pypaimon 2.1.0: `new_stream_write_builder()` and the builder's private
+    `_with_commit_user(user)` (its `commit_user` is what its writers and commits use)."""
+    builder = table.new_stream_write_builder()
+    if commit_user is not None:
+        builder._with_commit_user(commit_user)
+    return builder
+
+
 def _wrap_primary_key_writers(table) -> None:
     """See `native_write_table`. Read from pypaimon 2.1.0: see `native_write_table`."""
     from flight_server.paimon.compat.merge_tree import add_key_columns

@@ -65,3 +65,21 @@ def retyped(source: Columns, target: Columns) -> list[str]:
     Read from pypaimon 2.1.0: nothing beyond `Columns`."""
     types = dict(zip(target.field_ids, target.arrow.types))
     return [f.name for f, fid in zip(source.arrow, source.field_ids) if fid in types and not types[fid].equals(f.type)]
+
+
+def table_at_schema(table, schema_id: int):
+    """The table as written with its schema `schema_id` (the table itself when it has that
+    schema): a process that writes for another (a commit worker) writes the schema its batches
+    were conformed to, not whichever is latest there.
+
+    Read from pypaimon 2.1.0: `FileStoreTable(file_io, identifier, table_path, table_schema,
+    catalog_environment)`; `SchemaManager(file_io, table_path).get_schema(schema_id)`."""
+    from pypaimon.schema.schema_manager import SchemaManager
+    from pypaimon.table.file_store_table import FileStoreTable
+
+    if table.table_schema.id == schema_id:
+        return table
+    schema = SchemaManager(table.file_io, table.table_path).get_schema(schema_id)
+    if schema is None:
+        raise LookupError(f"Paimon table {table.identifier} has no schema {schema_id}")
+    return FileStoreTable(table.file_io, table.identifier, table.table_path, schema, table.catalog_environment)
