@@ -137,10 +137,10 @@ class _Worker:
         `start` False nothing is done. Raises WorkerFailed with the worker's error, or WorkerDied."""
         table = request[1].table
         with self._lock:
+            if not start and (self._closed or self.pid is None or self.started != expect):
+                return None, None  # a close: the writer went with its process, or goes with it now
             if self._closed:
                 raise Unavailable("The server is stopping: no write is started.")
-            if not start and (self.pid is None or self.started != expect):
-                return None, None
             self._last_used = time.monotonic()
             self._start()
             if expect is not None and self.started != expect:
