@@ -12,12 +12,14 @@ The archive is built once per machine by `python -m tests.spark_jvm` (scripts/se
 a driver runs a streaming read of a Paimon table through a real server into Parquet, and its JVM
 writes the classes it loaded at exit. A driver whose classpath or JVM differs from the archive's
 runs without it (`-Xshare:auto`); the JVM's warning then goes to stderr, never to the driver's stdout,
-which tests read. The archive's name holds the Java and pyspark versions.
+which tests read. The archive's name holds the Java and pyspark versions and a stamp of pyspark's jars.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
@@ -46,12 +48,15 @@ def archive_path() -> Path | None:
     java = _java_version()
     if java is None:
         return None
-    try:
-        spark = importlib.metadata.version("pyspark")  # not an import of pyspark: that is ~1 s of CPU
-    except importlib.metadata.PackageNotFoundError:
+    spec = importlib.util.find_spec("pyspark")  # found, not imported: importing pyspark is ~1 s of CPU
+    if spec is None or not spec.submodule_search_locations:
         return None
+    jars = Path(spec.submodule_search_locations[0]) / "jars"
+    # A JVM refuses an archive whose jars changed (size, time): a reinstalled pyspark gets a new one.
+    stamp = hashlib.sha1(repr(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(jars)
+                                     if e.name.endswith(".jar"))).encode()).hexdigest()[:12] if jars.is_dir() else "none"
     cache = os.environ.get("FLIGHT_PAIMON_CACHE") or Path.home() / ".cache" / "flight-paimon"
-    return Path(cache) / f"spark-classes-java{java}-pyspark{spark}.jsa"
+    return Path(cache) / f"spark-classes-java{java}-pyspark{importlib.metadata.version('pyspark')}-{stamp}.jsa"
 
 
 def submit_opts() -> str:
