@@ -8,7 +8,7 @@ classes (JDK 17's dynamic AppCDS). The options reach every driver through `SPARK
 (spark-submit adds it to the driver JVM's command line), which conftest.py sets for the run and
 child processes inherit.
 
-The archive is built once per machine by `python -m tests.spark_jvm` (scripts/setup.d/30-spark-classes):
+The archive is built once per machine by `python -m tests.spark_jvm` (scripts/test runs it first):
 a driver runs a streaming read of a Paimon table through a real server into Parquet, and its JVM
 writes the classes it loaded at exit. A driver whose classpath or JVM differs from the archive's
 runs without it (`-Xshare:auto`); the JVM's warning then goes to stderr, never to the driver's stdout,
