@@ -69,7 +69,7 @@ class Scenario:
     name: str
     promise: str  # what the run checks, one line for the report
     fn: Callable[[Context], Run | None]
-    short: int  # runs in the CI version
+    short: int  # runs in the CI version (0: only in the full version, where another covers it in CI)
     full: int  # runs in the full version
     setup: Callable[[Context], object] | None = None
 

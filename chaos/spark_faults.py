@@ -69,7 +69,7 @@ def _durable_rows(ctx: Context, uri: str, table: str) -> None:
 
 
 @scenario("spark", "readStream of a Paimon table: driver SIGKILLed mid-batch, restarted", "every row once in "
-          "the Parquet sink (exactly-once)", short=1, full=3)
+          "the Parquet sink (exactly-once)", short=0, full=3)
 def _paimon_source(ctx: Context) -> Run:
     uri = ctx.server().uri
     client = Client(uri, timeout=10)
@@ -110,7 +110,7 @@ def _source_and_sink_names(ctx: Context, sink_prefix: str) -> tuple[str, Client,
 
 
 @scenario("spark", "writeStream into a push table: driver SIGKILLed mid-batch, restarted", "the push table's "
-          "reader gets every row once (named producers, micro-batch id as seq)", short=1, full=3)
+          "reader gets every row once (named producers, micro-batch id as seq)", short=0, full=3)
 def _push_sink(ctx: Context) -> Run:
     uri, client, source, sink = _source_and_sink_names(ctx, "out")
     client.register(sink, EVENTS_SCHEMA, capacity=1024)
