@@ -411,6 +411,38 @@ def demo_jdbc_catalog(warehouse: str) -> None:
         b.close()
 
 
+def demo_many_tables(warehouse: str) -> None:
+    """Tables cost what is active: 60 tables written once through a server whose writes and commits
+    run in a worker process (`--commit-processes 1`), with at most 16 tables' committers open
+    (`--max-open-tables 16`): its threads stay those of its pools, whatever the tables."""
+    import pyarrow as pa
+
+    from producers import Client
+
+    section("many tables: 60 written once, the writes and commits in a worker process, at most 16 open")
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    prefix = f"demo.tenant_{int(time.time())}"
+
+    def threads(pid: int) -> int:
+        return int(next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                        if line.startswith("Threads:")))
+
+    with ServerProcess(warehouse, "--commit-processes", "1", "--max-open-tables", "16",
+                       stderr=subprocess.DEVNULL) as server:
+        client = Client(server.uri)
+        before = threads(server.proc.pid)
+        for t in range(60):
+            client.create_table(f"{prefix}_{t:02d}", schema)
+            with client.paimon_sink(f"{prefix}_{t:02d}", producer="tenant") as sink:
+                sink.write(pa.record_batch([pa.array([t]), pa.array([f"tenant {t}"])], schema=schema))
+        workers = {c for task in Path(f"/proc/{server.proc.pid}/task").iterdir()
+                   for c in (task / "children").read_text().split()}  # each thread's children
+        held = sum(client.producer_state(f"{prefix}_{t:02d}", "tenant") == 0 for t in range(60))
+        print(f"{held} of 60 tables hold their batch; server threads {before} before the writes, "
+              f"{threads(server.proc.pid)} after; its child processes (the commit worker among them): {len(workers)}")
+        client.close()
+
+
 def demo_ingest_throughput(uri: str) -> None:
     """Durable ingest at the writer's speed: one producer of small (1,000-row) batches with
     PaimonSink's defaults; the server coalesces them and encodes on its writer threads."""
@@ -626,6 +658,7 @@ def main() -> int:
         demo_ingest(uri, args.warehouse, spark)
         demo_shared_table(uri, args.warehouse)
         demo_jdbc_catalog(args.warehouse)
+        demo_many_tables(args.warehouse)
         demo_ingest_throughput(uri)
         demo_maintenance(uri)
         demo_security(args.warehouse, _latest_demo_table(args.warehouse))
