@@ -139,10 +139,7 @@ class _Worker:
         with self._lock:
             if not start and (self._closed or self.pid is None or self.started != expect):
                 return None, None  # a close: the writer went with its process, or goes with it now
-            if self._closed:
-                raise Unavailable("The server is stopping: no write is started.")
-            self._last_used = time.monotonic()
-            self._start()
+            self._begin("write")
             if expect is not None and self.started != expect:
                 raise WorkerDied(f"the commit worker process of {table!r} was restarted: the rows written to its "
                                  "writer since the last commit are gone")
@@ -150,10 +147,7 @@ class _Worker:
                 self._conn.send(request)
                 message = self._receive(table)
             except (EOFError, OSError) as e:
-                code = self._proc.exitcode if self._proc is not None else None
-                self._stop()
-                raise WorkerDied(f"the commit worker process ended (exit code {code}) while it wrote into "
-                                 f"{table!r}: what it was writing is gone") from e
+                raise self._lost(f"while it wrote into {table!r}: what it was writing is gone") from e
             if message[0] == "failed":
                 raise WorkerFailed(*message[1])
             return message[1], self.started
@@ -163,10 +157,7 @@ class _Worker:
         returns the snapshot pypaimon said it made (None: read it back). Raises what `check`
         raised, WorkerFailed with the commit's error, or WorkerDied."""
         with self._lock:
-            if self._closed:
-                raise Unavailable("The server is stopping: no commit is started.")
-            self._last_used = time.monotonic()
-            self._start()
+            self._begin("commit")
             refused: BaseException | None = None
             try:
                 self._conn.send(("commit", request))
@@ -187,10 +178,21 @@ class _Worker:
                             raise refused
                         raise WorkerFailed(*message[1])
             except (EOFError, OSError) as e:
-                code = self._proc.exitcode if self._proc is not None else None
-                self._stop()
-                raise WorkerDied(f"the commit worker process ended (exit code {code}) while it committed into "
-                                 f"{request.table!r}: whether the commit landed is not known") from e
+                raise self._lost(f"while it committed into {request.table!r}: whether the commit landed is not "
+                                 "known") from e
+
+    def _begin(self, what: str) -> None:
+        """(Holding the lock.) A request may go: the worker is running (started if need be)."""
+        if self._closed:
+            raise Unavailable(f"The server is stopping: no {what} is started.")
+        self._last_used = time.monotonic()
+        self._start()
+
+    def _lost(self, when: str) -> WorkerDied:
+        """(Holding the lock.) The worker's pipe broke `when`: stop what is left of it."""
+        code = self._proc.exitcode if self._proc is not None else None
+        self._stop()
+        return WorkerDied(f"the commit worker process ended (exit code {code}) {when}")
 
     def _receive(self, table: str):
         while not self._conn.poll(POLL_S):
@@ -280,7 +282,6 @@ class _Writers:
         from flight_server.paimon import compat
 
         cpu0 = time.thread_time()
-
         writer = self.writers.get(writer_id)
         if writer is None:
             table = compat.table_at_schema(self.catalog.get_table(spec.table), spec.schema_id)
