@@ -12,7 +12,7 @@ from hypothesis import settings
 
 from flight_server.server import FlightPaimonServer
 from producers import Client
-from tests import spark_jvm
+from tests import spark_jvm, zygote
 from tests.process import ROOT, ServerProcess, child_env  # noqa: F401  (used by tests)
 
 # Properties are checked by examples, not by their speed: no per-example deadline on a loaded machine.
@@ -24,6 +24,11 @@ settings.load_profile("suite")
 # Options already in SPARK_SUBMIT_OPTS come last, so they win (the JVM takes an option's last value).
 os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [spark_jvm.submit_opts(),
                                                          os.environ.get("SPARK_SUBMIT_OPTS")]))
+
+
+# The servers the tests start as processes are forked from a zygote that has imported the server once
+# (tests/zygote.py): a server's start is then about 0.05 CPU s, not 1.5-2.
+os.environ.setdefault(zygote.ENV, "1")  # FLIGHT_PAIMON_TEST_ZYGOTE=0: every server a fresh `python -m flight_cli`
 
 
 def wait_for(condition, what, timeout: float = 10):

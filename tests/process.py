@@ -1,6 +1,7 @@
 """`flight_cli serve` as a child process: started on a free port, its URI read from its first line.
 
-The one way tests, the demo and the benchmarks start a real server process.
+The one way tests, the demo and the benchmarks start a real server process (in the tests, forked from
+the test process's zygote: tests/zygote.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,8 +32,7 @@ class ServerProcess:
         levels = ["--log-level", log_level] if log_level else []
         argv = command or [sys.executable, "-m", "flight_cli", *levels, "serve", "--port", "0",
                            "--warehouse", warehouse, *extra]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                     env=child_env(), cwd=ROOT)
+        self.proc = zygote.popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=child_env(), cwd=ROOT)
         self.first_line = self.proc.stdout.readline()
         match = re.search(r"grpc(\+tls)?://[\d.]+:\d+", self.first_line)
         if not match:
