@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 
 import pytest
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 from flight_server.auth import AuthConfig, AuthConfigError, token_sha256
 from flight_server.wire.errors import PermissionDenied, Unauthenticated
+from tests import zygote
 from tests.conftest import ROOT, child_env
 
 pytestmark = pytest.mark.timeout(60)
@@ -130,7 +130,7 @@ def test_serve_with_a_bad_auth_file_exits_with_the_reason(tmp_path):
     bad = tmp_path / "auth.json"
     bad.write_text("{not json")
     for path, message in ((bad, "is not JSON"), (tmp_path / "missing.json", "cannot read --auth file")):
-        out = subprocess.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--auth", str(path),
+        out = zygote.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--auth", str(path),
                               "--warehouse", str(tmp_path / "w")], capture_output=True, text=True, timeout=60,
                              env=child_env(), cwd=ROOT)
         assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -13,12 +13,13 @@ import pytest
 
 from producers import Client
 from producers.examples.counter import SCHEMA, make_batch
+from tests import zygote
 from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Warehouse, rows
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
+    return zygote.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=child_env(), cwd=ROOT)
 
 

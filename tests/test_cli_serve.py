@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from producers import Client
+from tests import zygote
 from tests.conftest import ROOT, child_env
 from tests.process import ServerProcess
 from tests.terminal import Terminal, colours
@@ -19,14 +20,14 @@ FALLBACK = "falling back"  # pypaimon's "Native plan failed, falling back to the
 
 
 def cli(*args: str, cwd=ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
+    return zygote.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=child_env(), cwd=cwd)
 
 
 @pytest.mark.timeout(90)
 def test_a_relative_warehouse_is_read_by_pypaimon_rust_without_a_fallback(tmp_path):
     """The README's `--warehouse ./warehouse`, from the directory the operator is in."""
-    server = subprocess.Popen([sys.executable, "-m", "flight_cli", "serve", "--port", "0",
+    server = zygote.popen([sys.executable, "-m", "flight_cli", "serve", "--port", "0",
                                "--warehouse", "./warehouse"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=child_env(), cwd=tmp_path)
     try:

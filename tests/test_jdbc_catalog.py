@@ -22,6 +22,7 @@ import pytest
 
 from producers import Client
 from producers.examples.events import SCHEMA, batch
+from tests import zygote
 from tests.conftest import ROOT, child_env
 from tests.process import ServerProcess
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
+    return zygote.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=child_env(), cwd=ROOT)
 
 

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from flight_server.wire import names
 from producers import Client
 from producers.examples.counter import SCHEMA, make_batch
+from tests import zygote
 from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import Follower, Warehouse, command, rows
 from tests.process import ServerProcess
@@ -276,7 +277,7 @@ def test_the_metrics_port_listens_on_loopback_unless_told_otherwise(warehouse):
             with pytest.raises(ConnectionRefusedError):
                 socket.create_connection((outward, metrics_port), timeout=5)
     # Another address for metrics is asked for, and like --host it needs --auth (or --insecure).
-    out = subprocess.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse", warehouse,
+    out = zygote.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse", warehouse,
                           "--metrics-port", "0", "--metrics-host", "0.0.0.0"], capture_output=True, text=True,
                          timeout=60, env=child_env(), cwd=ROOT)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -4,7 +4,6 @@ within --metrics-table-window, at most --metrics-max-tables of them, server-wide
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from flight_server.wire import names
 from producers import Client
 from producers.examples.counter import SCHEMA, make_batch
+from tests import zygote
 from tests.conftest import ROOT, RunningServer, child_env, wait_for
 from tests.process import ServerProcess
 from tests.test_metrics import scrape
@@ -161,7 +161,7 @@ def test_a_window_of_0_keeps_only_the_server_wide_series(warehouse):
     ("--metrics-max-tables", "-1", "argument --metrics-max-tables: '-1' is negative; pass 0 or more"),
 ])
 def test_bad_metrics_flags_are_refused_naming_the_flag(warehouse, flag, value, says):
-    out = subprocess.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse", warehouse,
+    out = zygote.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse", warehouse,
                           "--metrics-port", "0", f"{flag}={value}"], capture_output=True, text=True, timeout=60,
                          env=child_env(), cwd=ROOT)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr

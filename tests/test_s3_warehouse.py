@@ -14,6 +14,7 @@ from pypaimon import CatalogFactory, Schema
 
 from flight_server.paimon.compat import catalog_options
 from producers import Client
+from tests import zygote
 from tests.conftest import ROOT, child_env, wait_for
 from tests.paimon_tables import SCHEMA, commit_arrow, rows, sort_rows
 from tests.process import ServerProcess
@@ -130,7 +131,7 @@ def test_a_follow_sees_new_commits_and_a_durable_write_lands_in_the_bucket(serve
 
 def test_a_warehouse_that_cannot_be_opened_is_one_clear_line(s3):
     options = [a for k, v in {**s3, "s3.endpoint": "::not a url::"}.items() for a in ("--warehouse-option", f"{k}={v}")]
-    out = subprocess.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse",
+    out = zygote.run([sys.executable, "-m", "flight_cli", "serve", "--port", "0", "--warehouse",
                           f"s3://{BUCKET}/wh", *options],
                          capture_output=True, text=True, timeout=120, env=child_env(), cwd=ROOT)
     assert out.returncode == 2 and "cannot open warehouse s3://" in out.stderr and "--warehouse-option" in out.stderr, \

@@ -22,6 +22,7 @@ from flight_server.auth import token_sha256
 from flight_server.wire.errors import PermissionDenied, Unauthenticated, from_flight
 from producers import Client
 from scripts.throwaway_ca import write_certs
+from tests import zygote
 from tests.conftest import ROOT, child_env
 from tests.paimon_tables import Warehouse, rows, sort_rows
 from tests.process import ServerProcess
@@ -280,7 +281,7 @@ def test_without_the_ca_or_without_a_client_certificate_the_error_says_what_to_p
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
+    return zygote.run([sys.executable, "-m", "flight_cli", *args], capture_output=True, text=True,
                           timeout=60, env=env, cwd=ROOT)
 
 

@@ -21,6 +21,7 @@ from flight_cli import serve_config
 from flight_cli.main import main
 from flight_cli.parser import build_parser
 from producers import Client
+from tests import zygote
 from tests.conftest import ROOT, child_env
 
 DEPLOY = ROOT / "deploy"
@@ -142,7 +143,7 @@ def test_a_missing_config_file_is_one_line(tmp_path, capsys):
 
 
 def _start(argv: list, env: dict) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "flight_cli", *map(str, argv)], stdout=subprocess.PIPE,
+    proc = zygote.popen([sys.executable, "-m", "flight_cli", *map(str, argv)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     first = proc.stdout.readline()
     if "serving" not in first:

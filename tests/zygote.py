@@ -51,6 +51,24 @@ def popen(argv: list[str], *, stdin=None, stdout=None, stderr=None, env: dict | 
                            start_new_session=start_new_session)
 
 
+def run(argv: list[str], *, input=None, capture_output: bool = False, text: bool = False,  # noqa: A002
+        timeout: float | None = None, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+    """`subprocess.run(argv, ...)` with these arguments, forked from the zygote where it can be."""
+    if not _forkable(argv, env):
+        return subprocess.run(argv, input=input, capture_output=capture_output, text=text, timeout=timeout,
+                              env=env, cwd=cwd)
+    pipe = subprocess.PIPE if capture_output else None
+    proc = popen(argv, stdin=None if input is None else subprocess.PIPE, stdout=pipe, stderr=pipe, env=env,
+                 cwd=cwd, text=text)
+    try:
+        out, err = proc.communicate(input, timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def _forkable(argv: list[str], env: dict | None) -> bool:
     from flight_cli.parser import command_in  # argparse only
 
