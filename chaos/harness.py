@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import zygote
 from tests.process import ROOT, ServerProcess, child_env
 
 OUTCOMES = ("ok", "truncation", "hang", "wrong_error", "crash")
@@ -119,8 +120,8 @@ class Context:
         return proc
 
     def python(self, *args: str, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=None) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, *args], env=child_env(), cwd=ROOT, text=True,
-                                stdout=stdout, stderr=stderr, stdin=stdin)
+        proc = zygote.popen([sys.executable, *args], env=child_env(), cwd=ROOT, text=True,
+                            stdout=stdout, stderr=stderr, stdin=stdin)
         self.procs.append(proc)
         return proc
 

@@ -84,6 +84,9 @@ def _server_dies(ctx: Context, sig: int) -> Run:
         ctx.started(proc, "a producer")
     for _, consumer in pushes:
         ctx.started(consumer, "a push consumer", first="reading")
+    # A follow that never reached the server ends (a tail's first connection is not retried): each is
+    # following once it printed a row.
+    ctx.wait_for(lambda: all(printed), "every follow (tail) to print its first row", timeout=60)
     ctx.sleep_random(0.2, 2.0)  # ... and mid-way
     ctx.kill(server.proc, sig)
     ctx.exited(server.proc, "the server", timeout=2 + HANG_S)

@@ -14,6 +14,7 @@ import pytest
 
 from flight_server.wire.actions import PartitionStats
 from producers.raw_grpc import rows
+from tests import zygote
 from tests.conftest import ROOT, child_env, wait_for
 
 JS_DIR = ROOT / "producers" / "js"
@@ -36,7 +37,7 @@ def producer(request) -> list[str]:
 
 
 def run(cmd: list[str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
+    return zygote.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
                           env=child_env(), cwd=ROOT)
 
 

@@ -41,7 +41,7 @@ def test_serve_register_produce_tail_list_stats(server_process):
     client = Client(uri)
     tail = tail_process("push:orders", "--format", "jsonl", "--uri", uri)
     wait_for(lambda: viewers(client, "orders") == 1, "the tail to attach as a viewer")
-    producer = subprocess.Popen(
+    producer = zygote.popen(
         [sys.executable, "-m", "producers.examples.counter", "orders", "--uri", uri, "--batches", "6", "--rows", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
     consumed = [r for b in client.read_endpoint(client.info("orders").endpoints[0], timeout=30)
@@ -64,7 +64,7 @@ def test_serve_register_produce_tail_list_stats(server_process):
 def test_tail_limit_and_table_format(server_process):
     uri = server_process.uri
     assert cli("register", "t", "--schema", "id:int64,name:string,ts:timestamp[us]", "--uri", uri).returncode == 0
-    producer = subprocess.Popen(
+    producer = zygote.popen(
         [sys.executable, "-m", "producers.examples.counter", "t", "--uri", uri, "--batches", "1000", "--rate", "100"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
     try:
@@ -155,7 +155,7 @@ def test_example_producers_and_push_commands_explain_mistakes_in_one_line(server
 def test_a_counter_waiting_on_a_full_partition_says_so(server_process):
     uri = server_process.uri
     Client(uri).register("full", SCHEMA, capacity=2)
-    producer = subprocess.Popen([sys.executable, "-m", "producers.examples.counter", "full", "--uri", uri,
+    producer = zygote.popen([sys.executable, "-m", "producers.examples.counter", "full", "--uri", uri,
                                  "--batches", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=child_env(), cwd=ROOT)
     try:

@@ -28,6 +28,7 @@ import pytest
 
 from producers import Client, SinkError
 from producers.examples.counter import SCHEMA, make_batch
+from tests import zygote
 from tests.conftest import ROOT, ServerProcess, child_env, wait_for
 from tests.paimon_tables import Follower, Warehouse, command, info, rows
 
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def python(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, *args], env=child_env(), cwd=ROOT, text=True, **kwargs)
+    return zygote.popen([sys.executable, *args], env=child_env(), cwd=ROOT, text=True, **kwargs)
 
 
 def counter(uri: str, table: str, *args: str) -> subprocess.Popen:

@@ -16,13 +16,14 @@ import pytest
 from flight_server.wire.actions import PartitionStats
 from producers import Client, SinkError
 from producers.examples.counter import SCHEMA, make_batch
+from tests import zygote
 from tests.conftest import ROOT, ServerProcess, child_env, wait_for
 
 BIG_ROWS = 65536  # ~2 MiB per counter batch: a few fill gRPC's flow-control window
 
 
 def start_counter(uri: str, table: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
+    return zygote.popen(
         [sys.executable, "-m", "producers.examples.counter", table, "--uri", uri, *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT,
     )

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from producers import Client
+from tests import zygote
 from tests.conftest import ROOT, child_env
 
 README_URI = "grpc://127.0.0.1:8815"
@@ -85,7 +86,7 @@ def test_the_raw_grpc_producer_says_why_it_waits_on_a_full_partition(client, ser
     import sys
 
     client.register("full", __import__("producers.raw_grpc.rows", fromlist=["SCHEMA"]).SCHEMA, capacity=1)
-    done = subprocess.run([sys.executable, "-m", "producers.raw_grpc.producer", "--uri", server.uri, "--table", "full",
+    done = zygote.run([sys.executable, "-m", "producers.raw_grpc.producer", "--uri", server.uri, "--table", "full",
                            "--batches", "4", "--rows", "10", "--timeout", "5"], capture_output=True, text=True,
                           cwd=ROOT, env=child_env(), timeout=60)
     assert done.returncode == 1

@@ -15,6 +15,7 @@ import pytest
 
 from producers import Client
 from producers.examples.counter import SCHEMA, make_batch
+from tests import zygote
 from tests.conftest import ROOT, child_env, wait_for
 
 
@@ -32,7 +33,7 @@ def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_
     uri = server_process.uri
     client = Client(uri, timeout=10)
     client.register("t", SCHEMA, capacity=8)
-    producer = subprocess.Popen(
+    producer = zygote.popen(
         [sys.executable, "-m", "producers.examples.counter", "t", "--uri", uri, "--batches", "1000", "--rows", "3",
          "--rate", "400"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
     consumed: list[int] = []
@@ -53,7 +54,7 @@ def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_
     # 2. --limit 5, from the batches still held: a table of its own with no consumer, so they stay
     # held (the first table's 1,000 batches may all be consumed by now on a slow machine).
     client.register("t2", SCHEMA, capacity=8)
-    holding = subprocess.Popen(
+    holding = zygote.popen(
         [sys.executable, "-m", "producers.examples.counter", "t2", "--uri", uri, "--batches", "1000", "--rows", "3"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
     try:
@@ -71,7 +72,7 @@ def test_tails_that_are_interrupted_limited_or_piped_never_harm_the_producer_or_
     # 3. Piped into `head -3`, which closes the pipe: a table of its own whose producer and consumer
     # outlast any machine's start-up of the tail (the producer is stopped once the tail is done).
     client.register("t3", SCHEMA, capacity=8)
-    endless = subprocess.Popen(
+    endless = zygote.popen(
         [sys.executable, "-m", "producers.examples.counter", "t3", "--uri", uri, "--batches", "1000000", "--rows", "3",
          "--rate", "50"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
     def drain_t3():  # the table's own consumer: rows keep flowing past the tail, which notices head's close

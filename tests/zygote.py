@@ -1,21 +1,22 @@
-"""The test run's `flight_cli` processes, forked from one that has already imported the server.
+"""The test run's servers and producers, forked from a process that has already imported them.
 
 A `flight_cli serve` spends most of its 1.5-2 CPU s of start importing (pypaimon's catalog imports
-pyarrow.dataset, pandas and polars), and a suite starts several hundred. So each test process
-starts one zygote: a child Python that imports those modules once, starts no thread, and forks
-a process for each `python -m flight_cli ...` the tests start. Each fork is a process of its own,
-as `subprocess.Popen` would start it: it runs `flight_cli`'s `__main__` with the argv, environment,
-working directory, session and standard streams it was given; signals, exit codes, pipes and /proc
-are its own. Only the interpreter's start and the imports are shared.
+pyarrow.dataset, pandas and polars), a producer most of its 0.9; a suite starts several hundred
+of them. So each test process starts one zygote: a child Python that imports those modules once,
+starts no Python thread, and forks a process for each `python -m flight_cli serve ...` or `python -m
+PROGRAM ...` (PROGRAMS) the tests start. Each fork is a process of its own, as `subprocess.Popen`
+would start it: it runs the module as `__main__` with the argv, environment, working directory,
+session and standard streams it was given; signals, exit codes, pipes and /proc are its own. Only
+the interpreter's start and the imports are shared.
 
-`popen(argv, ...)` is the tests' way in: a `ForkedProcess` (the part of `subprocess.Popen` that
-tests use: pid, stdout/stderr, poll, wait, send_signal, kill, terminate, communicate, returncode)
-when FLIGHT_PAIMON_TEST_ZYGOTE=1 (the suite's conftest sets it) and the command is `python -m
-flight_cli`; a plain `subprocess.Popen` otherwise. The demo and the benchmarks start servers the
-plain way.
+`popen(argv, ...)` and `run(argv, ...)` are the tests' way in: a `ForkedProcess` (the part of
+`subprocess.Popen` that tests use: pid, stdin/stdout/stderr, poll, wait, send_signal, kill,
+terminate, communicate, returncode) when FLIGHT_PAIMON_TEST_ZYGOTE=1 (the suite's conftest sets
+it) and the command is one of those; `subprocess`'s own otherwise. The demo and the benchmarks
+start their processes the plain way.
 
-The zygote reaps its children and reports each exit code to the test process over the same
-socket it takes requests on. It ends when the test process closes that socket (or dies).
+The zygote reaps its children and reports each exit code to the test process over the socket it
+takes requests on. It ends when the test process closes that socket (or dies).
 """
 
 from __future__ import annotations
@@ -35,10 +36,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "FLIGHT_PAIMON_TEST_ZYGOTE"
 MAX_MESSAGE = 1 << 20
-# What `flight_cli serve` imports before it listens (compat imports pypaimon, and pypaimon its read
-# path: pyarrow.dataset, pandas, polars); `python -X importtime -m flight_cli serve ...` lists them.
-PRELOAD = ("flight_cli.main", "flight_cli.serve", "flight_cli.logs", "flight_cli.sd_notify", "flight_server.auth",
-           "flight_server.paimon.compat", "flight_server.server")
+# The test run's producer and consumer programs, started by the dozen in the fault tests: they import
+# pyarrow.flight and this repo's client, which the zygote has imported.
+PROGRAMS = frozenset({"chaos.producer", "chaos.consumer", "producers.examples.counter", "producers.examples.events",
+                      "producers.raw_grpc.producer", "tests.crashing_producer"})
+# What `flight_cli serve` and those programs import before they do anything (compat imports pypaimon,
+# and pypaimon its read path: pyarrow.dataset, pandas, polars); `python -X importtime -m ...` lists them.
+PRELOAD = ("producers", "producers.raw_grpc.stubs", "producers.raw_grpc.rows", "flight_cli.main", "flight_cli.serve",
+           "flight_cli.logs", "flight_cli.sd_notify", "flight_server.auth", "flight_server.paimon.compat",
+           "flight_server.server")
 
 
 def popen(argv: list[str], *, stdin=None, stdout=None, stderr=None, env: dict | None = None, cwd=None,
@@ -72,10 +78,11 @@ def run(argv: list[str], *, input=None, capture_output: bool = False, text: bool
 def _forkable(argv: list[str], env: dict | None) -> bool:
     from flight_cli.parser import command_in  # argparse only
 
-    # Only `serve`: a client command's process is one without numpy and pyarrow's extras (flight_cli's
-    # main), which the zygote has imported.
-    if os.environ.get(ENV) != "1" or argv[:3] != [sys.executable, "-m", "flight_cli"] \
-            or command_in(argv[3:]) != "serve":
+    if os.environ.get(ENV) != "1" or argv[:2] != [sys.executable, "-m"] or len(argv) < 3:
+        return False
+    # flight_cli only for `serve`: a client command's process is one without numpy and pyarrow's extras
+    # (flight_cli's main), which the zygote has imported.
+    if not (argv[2] in PROGRAMS or argv[2] == "flight_cli" and command_in(argv[3:]) == "serve"):
         return False
     # Variables the interpreter reads at its start (other than the path, which the zygote has) cannot
     # differ from the zygote's: it started once.
@@ -323,7 +330,7 @@ def _become(request: dict, fds: list[int]) -> None:
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
                                                    errors="backslashreplace", line_buffering=True,
                                                    write_through=unbuffered)
-    sys.argv = ["-m", *request["argv"][3:]]  # as `python -m flight_cli ...` has them (runpy sets argv[0])
+    sys.argv = ["-m", *request["argv"][3:]]  # as `python -m MODULE ...` has them (runpy sets argv[0])
 
 
 def main(fd: int) -> None:
@@ -357,7 +364,9 @@ def main(fd: int) -> None:
     for f in polars_at_exit:
         atexit.unregister(f)
     _become(*child)
-    runpy.run_module("flight_cli", run_name="__main__", alter_sys=True)
+    module = child[0]["argv"][2]
+    sys.modules.pop(module, None)  # a fresh `python -m` has not imported it (runpy would warn)
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":
