@@ -231,8 +231,11 @@ class ForkedProcess:
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
-        if self.poll() is None:  # not a pid the zygote has reaped (and the system may reuse)
-            os.kill(self.pid, sig)
+        if self.poll() is None:  # not a pid the zygote has reported reaped (and the system may reuse)
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass  # reaped, its exit not reported yet: as Popen.send_signal does (bpo-40550)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
