@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "FLIGHT_PAIMON_TEST_ZYGOTE"
 MAX_MESSAGE = 1 << 20
+START_TIMEOUT_S = 120.0
 # The test run's producer and consumer programs, started by the dozen in the fault tests: they import
 # pyarrow.flight and this repo's client, which the zygote has imported.
 PROGRAMS = frozenset({"chaos.producer", "chaos.consumer", "producers.examples.counter", "producers.examples.events",
@@ -123,7 +124,12 @@ class Zygote:
         self.changed = threading.Condition()
         self.started: list[int] = []
         self.send_lock = threading.Lock()
-        ready = self.sock.recv(MAX_MESSAGE)
+        self.sock.settimeout(START_TIMEOUT_S)  # its imports, on a loaded machine
+        try:
+            ready = self.sock.recv(MAX_MESSAGE)
+        except TimeoutError:
+            ready = b""
+        self.sock.settimeout(None)
         if json.loads(ready or b"{}").get("ready") is not True:
             self.proc.kill()
             raise ZygoteDied(f"the test zygote did not start (exit code {self.proc.wait(60)})")
@@ -142,6 +148,11 @@ class Zygote:
                 if self.dead is not None:
                     raise ZygoteDied(self.dead)
                 pid = self.started.pop(0)
+        except BaseException:
+            for fd in ours:
+                if fd is not None:
+                    os.close(fd)
+            raise
         finally:
             for fd in fds:
                 os.close(fd)

@@ -50,7 +50,8 @@ def main(argv=None) -> int:
 
     try:
         return run(args)
-    except (flight.FlightError, KeyError, pa.ArrowInvalid, SinkError) as e:  # a user's mistake or a failed stream
+    # a user's mistake or a failed stream (an unreachable server: pyarrow raises get_schema's as an OSError)
+    except (flight.FlightError, OSError, KeyError, pa.ArrowInvalid, SinkError) as e:
         print(f"counter: {error_message(e)}", file=sys.stderr)
         return 1
 

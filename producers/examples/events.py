@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         return run(args)
-    except (flight.FlightError, KeyError, pa.ArrowInvalid, SinkError) as e:
+    except (flight.FlightError, OSError, KeyError, pa.ArrowInvalid, SinkError) as e:
         print(f"events: {error_message(e)}", file=sys.stderr)
         return 1
 
