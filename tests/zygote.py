@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import io
+import itertools
 import json
 import os
 import selectors
@@ -120,9 +121,9 @@ class Zygote:
         theirs.close()
         self.sock = ours
         self.dead: str | None = None
-        self.codes: dict[int, int] = {}
+        self.codes: dict[int, int] = {}  # fork number -> exit code (pids are reused: 32768 of them here)
         self.changed = threading.Condition()
-        self.started: list[int] = []
+        self.started: list[tuple[int, int]] = []  # (pid, fork number) of the forks not yet handed out
         self.send_lock = threading.Lock()
         self.sock.settimeout(START_TIMEOUT_S)  # its imports, on a loaded machine
         try:
@@ -147,7 +148,7 @@ class Zygote:
                     self.changed.wait()
                 if self.dead is not None:
                     raise ZygoteDied(self.dead)
-                pid = self.started.pop(0)
+                pid, number = self.started.pop(0)
         except BaseException:
             for fd in ours:
                 if fd is not None:
@@ -156,7 +157,7 @@ class Zygote:
         finally:
             for fd in fds:
                 os.close(fd)
-        return ForkedProcess(self, pid, argv, *(None if fd is None else _wrap(fd, mode, text)
+        return ForkedProcess(self, pid, number, argv, *(None if fd is None else _wrap(fd, mode, text)
                                                  for fd, mode in zip(ours, ("w", "r", "r"))))
 
     def _read(self) -> None:
@@ -166,7 +167,7 @@ class Zygote:
                 m = json.loads(message)
                 with self.changed:
                     if "started" in m:
-                        self.started.append(m["started"])
+                        self.started.append((m["started"], m["number"]))
                     else:
                         self.codes[m["exited"]] = m["code"]
                     self.changed.notify_all()
@@ -176,13 +177,14 @@ class Zygote:
             self.dead = why
             self.changed.notify_all()
 
-    def wait(self, pid: int, timeout: float | None) -> int | None:
+    def wait(self, number: int, timeout: float | None) -> int | None:
+        """Fork `number`'s exit code; None if it has not ended within `timeout` s."""
         with self.changed:
-            self.changed.wait_for(lambda: pid in self.codes or self.dead is not None, timeout)
-            if pid in self.codes:
-                return self.codes[pid]
+            self.changed.wait_for(lambda: number in self.codes or self.dead is not None, timeout)
+            if number in self.codes:
+                return self.codes[number]
             if self.dead is not None:
-                raise ZygoteDied(f"{self.dead}: the exit of process {pid} is not known")
+                raise ZygoteDied(f"{self.dead}: the exit of its fork {number} is not known")
             return None
 
     def close(self) -> None:
@@ -224,25 +226,25 @@ def _wrap(fd: int, mode: str, text: bool):
 class ForkedProcess:
     """What tests use of `subprocess.Popen`, for a process the zygote forked."""
 
-    def __init__(self, zygote: Zygote, pid: int, args, stdin, stdout, stderr):
-        self.zygote, self.pid, self.args = zygote, pid, args
+    def __init__(self, zygote: Zygote, pid: int, number: int, args, stdin, stdout, stderr):
+        self.zygote, self.pid, self.number, self.args = zygote, pid, number, args
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.zygote.wait(self.pid, 0)
+            self.returncode = self.zygote.wait(self.number, 0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = self.zygote.wait(self.pid, timeout)
+            self.returncode = self.zygote.wait(self.number, timeout)
             if self.returncode is None:
                 raise subprocess.TimeoutExpired(self.args, timeout)
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
-        if self.poll() is None:  # not a pid the zygote has reported reaped (and the system may reuse)
+        if self.poll() is None:  # not reported reaped by the zygote (its pid free for the system to reuse)
             try:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
@@ -290,12 +292,14 @@ def _serve(sock: socket.socket):
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
+    forks: dict[int, int] = {}  # pid -> fork number, for the forks not yet reaped
+    numbers = itertools.count()
     sock.send(json.dumps({"ready": True}).encode())
     while True:
         for key, _ in selector.select():
             if key.fileobj is wake_r:
                 os.read(wake_r, 4096)
-                _reap(sock)
+                _reap(sock, forks)
                 continue
             message, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 3)
             if not message:
@@ -311,10 +315,11 @@ def _serve(sock: socket.socket):
                 return json.loads(message), fds
             for fd in fds:
                 os.close(fd)
-            sock.send(json.dumps({"started": pid}).encode())
+            forks[pid] = next(numbers)
+            sock.send(json.dumps({"started": pid, "number": forks[pid]}).encode())
 
 
-def _reap(sock: socket.socket) -> None:
+def _reap(sock: socket.socket, forks: dict[int, int]) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -322,7 +327,7 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        sock.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+        sock.send(json.dumps({"exited": forks.pop(pid), "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
 def _become(request: dict, fds: list[int]) -> None:
