@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -266,9 +267,12 @@ class ForkedProcess:
                    for name, f in (("stdout", self.stdout), ("stderr", self.stderr)) if f is not None]
         for t in readers:
             t.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
         self.wait(timeout)
-        for t in readers:
-            t.join(timeout)
+        for t in readers:  # to the pipes' end (a process the fork started may hold them), as Popen does
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
         return out.get("stdout"), out.get("stderr")
 
     def __enter__(self) -> ForkedProcess:
